@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Set up everything the test suite needs on a fresh machine, then run all of it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+echo "== base install: 'from litrag import LitSegNodeParser' with base dependencies only"
+base="$(mktemp -d)/base-venv"
+python3 -m venv "$base"
+"$base/bin/python" -m pip install --quiet --upgrade pip
+"$base/bin/python" -m pip install --quiet .
+(cd "$base" && "$base/bin/python" -c "
+from litrag import LitSegNodeParser
+from llama_index.core import Document
+nodes = LitSegNodeParser().get_nodes_from_documents([Document(text='A dog ran. It barked.')])
+assert nodes, 'no nodes'
+print('base import ok:', len(nodes), 'node(s)')
+")
+rm -rf "$(dirname "$base")"
+
+echo "== lint"
+.venv/bin/ruff check litrag tests
+.venv/bin/ruff format --check litrag tests
+
+echo "== tests"
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests: failing" >&2
+  exit 1
+fi
+exit "$rc"

@@ -1,0 +1,185 @@
+"""LitSegNodeParser (offline) over the six real books: coverage, size cap, exact offsets, views."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from llama_index.core import Document
+from llama_index.core.ingestion import IngestionCache, IngestionPipeline
+from llama_index.core.node_parser import NodeParser
+from llama_index.core.schema import MetadataMode, NodeRelationship
+from llama_index.core.storage.docstore import SimpleDocumentStore
+from llama_index.core.utils import get_tokenizer
+
+from litrag import LitSegNodeParser
+from litrag.ingestion.chapters import split_chapters
+from litrag.ingestion.gutenberg import load_book
+from litrag.segment.sentences import split_sentences
+
+BOOKS = [
+    "pg11_alice_in_wonderland.txt",
+    "pg84_frankenstein.txt",
+    "pg158_emma.txt",
+    "pg215_call_of_the_wild.txt",
+    "pg1342_pride_and_prejudice.txt",
+    "pg1661_adventures_of_sherlock_holmes.txt",
+]
+CAP = 512
+
+
+@pytest.fixture(scope="module")
+def parsed(books_dir):
+    parser = LitSegNodeParser(max_block_tokens=CAP)
+    out = {}
+    for name in BOOKS:
+        docs = split_chapters(load_book(books_dir / name))
+        out[name] = (docs, parser.get_nodes_from_documents(docs))
+    return parser, out
+
+
+def test_defaults_are_offline_and_a_node_parser():
+    parser = LitSegNodeParser()
+    assert isinstance(parser, NodeParser)
+    assert parser.segmenter == "offline" and parser.llm is None
+    assert LitSegNodeParser.class_name() == "LitSegNodeParser"
+    assert LitSegNodeParser.from_defaults(max_words=500).max_words == 500
+    with pytest.raises(ValueError, match="needs an llm"):
+        LitSegNodeParser(segmenter="litseg-lite")
+
+
+@pytest.mark.parametrize("name", BOOKS)
+def test_every_sentence_is_covered(parsed, name):
+    docs, nodes = parsed[1][name]
+    by_doc: dict[str, set[int]] = {}
+    for node in nodes:
+        m = node.metadata
+        by_doc.setdefault(node.ref_doc_id, set()).update(
+            range(m["sentence_from"], m["sentence_to"] + 1)
+        )
+    for doc in docs:
+        n = len(split_sentences(doc.text))
+        if n:
+            assert by_doc[doc.doc_id] == set(range(1, n + 1)), doc.metadata["chapter_title"]
+
+
+@pytest.mark.parametrize("name", BOOKS)
+def test_offsets_slice_the_source_exactly(parsed, name):
+    docs, nodes = parsed[1][name]
+    text = {d.doc_id: d.text for d in docs}
+    for node in nodes:
+        assert text[node.ref_doc_id][node.start_char_idx : node.end_char_idx] == node.text
+
+
+@pytest.mark.parametrize("name", BOOKS)
+def test_no_block_exceeds_the_cap(parsed, name):
+    tokenizer = get_tokenizer()
+    _, nodes = parsed[1][name]
+    for node in nodes:
+        embed = node.get_content(metadata_mode=MetadataMode.EMBED)
+        assert len(tokenizer(embed)) <= CAP, node.metadata["subtitle"]
+
+
+def test_metadata_and_views(parsed):
+    parser, books = parsed
+    _docs, nodes = books["pg215_call_of_the_wild.txt"]
+    node = nodes[3]
+    m = node.metadata
+    assert m["book_id"] == "pg215" and m["chapter_index"] == 1
+    assert m["segmenter"] == "offline" and m["segmentation_outcome"] == "offline"
+    assert m["subtitle"] and m["unit_index"] == 1
+    embed = node.get_content(metadata_mode=MetadataMode.EMBED)
+    llm = node.get_content(metadata_mode=MetadataMode.LLM)
+    assert f"subtitle: {m['subtitle']}" in embed and f"subtitle: {m['subtitle']}" in llm
+    for key in ("sentence_from", "segmentation_outcome", "chapter_start_char"):
+        assert key not in embed and key not in llm
+    assert node.get_content(metadata_mode=MetadataMode.NONE) == node.text
+    # prev/next within a chapter, none across chapters
+    assert nodes[2].node_id == node.relationships[NodeRelationship.PREVIOUS].node_id
+    first_of_ch2 = next(x for x in nodes if x.metadata["chapter_index"] == 2)
+    assert NodeRelationship.PREVIOUS not in first_of_ch2.relationships
+    s = parser.summary
+    assert s.units == sum(len(d) for d, _ in books.values())
+    assert s.blocks == sum(len(n) for _, n in books.values())
+    assert s.offline == s.parts and s.llm_calls == 0
+
+
+def test_repeated_passages_get_their_own_offsets():
+    para = "The bell rang twice in the empty hall, and nobody came to answer it. " * 6
+    other = "Far off a dog barked at the moon, and the wind turned cold. " * 6
+    text = "\n\n".join([para, other, para, other])
+    doc = Document(text=text)
+    nodes = LitSegNodeParser(target_words=60, min_words=20, max_words=80).get_nodes_from_documents(
+        [doc]
+    )
+    assert len(nodes) >= 4
+    for node in nodes:
+        assert text[node.start_char_idx : node.end_char_idx] == node.text
+    starts = [n.start_char_idx for n in nodes]
+    assert starts == sorted(set(starts))
+
+
+def test_cap_follows_the_given_tokenizer():
+    doc = Document(text="\n\n".join(["One two three four five six seven eight."] * 40))
+    parser = LitSegNodeParser(tokenizer=str.split, max_block_tokens=40)
+    for node in parser.get_nodes_from_documents([doc]):
+        assert len(node.get_content(metadata_mode=MetadataMode.EMBED).split()) <= 40
+
+
+def test_in_a_stock_ingestion_pipeline(books_dir):
+    docs = split_chapters(load_book(books_dir / "pg11_alice_in_wonderland.txt"))[:3]
+    cache, store = IngestionCache(), SimpleDocumentStore()
+    parser = LitSegNodeParser()
+    first = IngestionPipeline(transformations=[parser], cache=cache, docstore=store).run(
+        documents=docs
+    )
+    assert first and store.get_all_document_hashes()
+    again = IngestionPipeline(transformations=[parser], cache=cache).run(documents=docs)
+    assert [(n.text, n.start_char_idx) for n in again] == [
+        (n.text, n.start_char_idx) for n in first
+    ]
+    assert parser.summary.units == 3  # the second run came from the cache
+
+
+words = st.sampled_from(
+    [
+        "the",
+        "a",
+        "he",
+        "she",
+        "it",
+        "they",
+        "Alice",
+        "Buck",
+        "ran",
+        "saw",
+        "said",
+        "cold",
+        "night",
+        "river",
+        "house",
+        "dog",
+        "letter",
+    ]
+)
+sentence = st.lists(words, min_size=2, max_size=25).map(lambda w: " ".join(w).capitalize() + ".")
+paragraph = st.lists(sentence, min_size=1, max_size=8).map(" ".join)
+document = st.lists(paragraph, min_size=1, max_size=30).map("\n\n".join)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=document, cap=st.integers(min_value=40, max_value=300))
+def test_properties_on_generated_text(text, cap):
+    parser = LitSegNodeParser(
+        max_block_tokens=cap, tokenizer=str.split, target_words=60, min_words=20, max_words=120
+    )
+    nodes = parser.get_nodes_from_documents([Document(text=text)])
+    n = len(split_sentences(text))
+    covered = set()
+    for node in nodes:
+        assert text[node.start_char_idx : node.end_char_idx] == node.text
+        covered.update(range(node.metadata["sentence_from"], node.metadata["sentence_to"] + 1))
+        one_sentence = node.metadata["sentence_from"] == node.metadata["sentence_to"]
+        size = len(node.get_content(metadata_mode=MetadataMode.EMBED).split())
+        assert size <= cap or one_sentence
+    assert covered == set(range(1, n + 1))
