@@ -19,8 +19,8 @@ print('base import ok:', len(nodes), 'node(s)')
 rm -rf "$(dirname "$base")"
 
 echo "== lint"
-.venv/bin/ruff check litrag tests
-.venv/bin/ruff format --check litrag tests
+.venv/bin/ruff check litrag tests benchmarks
+.venv/bin/ruff format --check litrag tests benchmarks
 
 echo "== tests"
 set +e

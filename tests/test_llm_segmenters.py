@@ -11,7 +11,7 @@ import re
 
 import pytest
 from llama_index.core import Document
-from llama_index.core.ingestion import IngestionCache, IngestionPipeline
+from llama_index.core.ingestion import DocstoreStrategy, IngestionCache, IngestionPipeline
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from scripted_llm import ScriptedLLM, Sleep
 
@@ -227,7 +227,10 @@ def test_ingestion_pipeline_cache_means_zero_new_calls(chapter):
     llm = ScriptedLLM([halves])
     parser = LitSegNodeParser(llm=llm)
     first = IngestionPipeline(
-        transformations=[parser], cache=cache, docstore=SimpleDocumentStore()
+        transformations=[parser],
+        cache=cache,
+        docstore=SimpleDocumentStore(),
+        docstore_strategy=DocstoreStrategy.DUPLICATES_ONLY,
     ).run(documents=[chapter])
     assert len(llm.requests) == 1 and first
     again = IngestionPipeline(transformations=[parser], cache=cache).run(documents=[chapter])
@@ -268,3 +271,13 @@ def test_concurrency_is_bounded(chapter):
     nodes = asyncio.run(parser.aget_nodes_from_documents(docs))
     assert peak == 3
     assert {n.ref_doc_id for n in nodes} == {f"d{i}" for i in range(7)}
+
+
+def test_sync_parse_inside_a_running_event_loop(chapter):
+    import asyncio
+
+    async def notebook_cell():
+        return LitSegNodeParser(llm=ScriptedLLM([halves])).get_nodes_from_documents([chapter])
+
+    nodes = asyncio.run(notebook_cell())
+    assert_covers(nodes, n_sentences(chapter))

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from llama_index.core import Document
-from llama_index.core.ingestion import IngestionCache, IngestionPipeline
+from llama_index.core.ingestion import DocstoreStrategy, IngestionCache, IngestionPipeline
 from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import MetadataMode, NodeRelationship
 from llama_index.core.storage.docstore import SimpleDocumentStore
@@ -130,9 +130,12 @@ def test_in_a_stock_ingestion_pipeline(books_dir):
     docs = split_chapters(load_book(books_dir / "pg11_alice_in_wonderland.txt"))[:3]
     cache, store = IngestionCache(), SimpleDocumentStore()
     parser = LitSegNodeParser()
-    first = IngestionPipeline(transformations=[parser], cache=cache, docstore=store).run(
-        documents=docs
-    )
+    first = IngestionPipeline(
+        transformations=[parser],
+        cache=cache,
+        docstore=store,
+        docstore_strategy=DocstoreStrategy.DUPLICATES_ONLY,
+    ).run(documents=docs)
     assert first and store.get_all_document_hashes()
     again = IngestionPipeline(transformations=[parser], cache=cache).run(documents=docs)
     assert [(n.text, n.start_char_idx) for n in again] == [

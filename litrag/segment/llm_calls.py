@@ -18,7 +18,7 @@ from litrag.segment.cache import ResponseCache
 from litrag.segment.prompts import PROMPT_VERSION
 
 
-class LLMUnavailableError(RuntimeError):
+class LLMUnavailableError(ConnectionError):
     """The configured LLM cannot be reached at all (a setup problem, not bad output)."""
 
 

@@ -303,9 +303,7 @@ class LitSegNodeParser(NodeParser):
             out = self._build(nodes, all_sentences, parts, costs, tokens)
             self._summary.seconds += time.perf_counter() - t0
             return out
-        from llama_index.core.async_utils import asyncio_run
-
-        return asyncio_run(self._aparse_nodes(nodes, show_progress=show_progress, **kwargs))
+        return _run_sync(self._aparse_nodes(nodes, show_progress=show_progress, **kwargs))
 
     async def _aparse_nodes(
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
@@ -483,6 +481,18 @@ class LitSegNodeParser(NodeParser):
 
 
 CONTEXT_JOIN = "\n[...]\n"
+
+
+def _run_sync(coro: Any) -> Any:
+    """Run a coroutine from sync code, also when an event loop is already running (notebooks)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def _slice(text: str, sentences: list[Sentence], block: Block) -> str:
