@@ -77,7 +77,9 @@ def bench_offline(books: Path) -> None:
     )
 
 
-def bench_llm(model: str, workers: int, chapters: int, max_unit_words: int) -> None:
+def bench_llm(
+    model: str, workers: int, chapters: int, max_unit_words: int, max_output_tokens: int
+) -> None:
     from llama_index.core.instrumentation import get_dispatcher
     from llama_index.core.instrumentation.event_handlers import BaseEventHandler
     from llama_index.core.instrumentation.events.llm import LLMChatEndEvent, LLMChatStartEvent
@@ -109,7 +111,11 @@ def bench_llm(model: str, workers: int, chapters: int, max_unit_words: int) -> N
     with LlamaServer(local_model_path(model), n_ctx=8192) as server:
         llm = server.llm(timeout=600)
         parser = LitSegNodeParser(
-            llm=llm, num_workers=workers, max_retries=2, max_unit_words=max_unit_words
+            llm=llm,
+            num_workers=workers,
+            max_retries=2,
+            max_unit_words=max_unit_words,
+            max_output_tokens=max_output_tokens,
         )
         t0 = time.perf_counter()
         parser.get_nodes_from_documents(docs)
@@ -151,11 +157,14 @@ def main() -> None:
     llm.add_argument("--workers", type=int, default=4)
     llm.add_argument("--chapters", type=int, default=1)
     llm.add_argument("--max-unit-words", type=int, default=1500)
+    llm.add_argument("--max-output-tokens", type=int, default=1500)
     args = p.parse_args()
     if args.what == "offline":
         bench_offline(args.books)
     else:
-        bench_llm(args.model, args.workers, args.chapters, args.max_unit_words)
+        bench_llm(
+            args.model, args.workers, args.chapters, args.max_unit_words, args.max_output_tokens
+        )
 
 
 if __name__ == "__main__":

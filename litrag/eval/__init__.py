@@ -1,0 +1,1 @@
+"""Retrieval evaluation: gold-span relevance, ranking metrics and reference chunkers."""

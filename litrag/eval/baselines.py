@@ -1,0 +1,318 @@
+"""Reference chunkers for the retrieval benchmark, each a LlamaIndex ``NodeParser``.
+
+Configured as in the LitSeg paper (Appendix G, Table 19) and ``shared/MODELS.md``:
+
+- ``token_chunker``: LlamaIndex ``TokenTextSplitter``, 200 tokens, 40 overlap (default tokenizer).
+- ``RecursiveCharacterNodeParser``: LangChain's ``RecursiveCharacterTextSplitter`` algorithm
+  (separators kept at the start of the next piece, ``len`` as length, whitespace stripped),
+  1,000 characters, 200 overlap, the paper's separators: paragraph break, newline, period, comma,
+  semicolon, colon, space. Re-implemented on offsets so LangChain is not a dependency.
+- ``sentence_chunker``: LlamaIndex ``SentenceSplitter``, 256 tokens, 32 overlap.
+- ``paragraph_chunker``: blank-line paragraphs merged greedily up to 200 words.
+- ``DynamicMergeNodeParser``: any chunker's neighbours merged while |C_i| + |C_i+1| <= 200 words.
+
+Every node's text is an exact slice of its document with ``start_char_idx``/``end_char_idx`` set
+(LlamaIndex's own post-processing re-finds offsets with ``str.find`` and, for the metadata-aware
+splitters, shrinks chunks by the metadata's token count; these wrappers avoid both, so "200
+tokens" means 200 tokens of text).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from itertools import pairwise
+from typing import Any
+
+from llama_index.core.bridge.pydantic import Field
+from llama_index.core.node_parser import SentenceSplitter, TokenTextSplitter
+from llama_index.core.node_parser.interface import NodeParser, TextSplitter
+from llama_index.core.schema import (
+    BaseNode,
+    Document,
+    MetadataMode,
+    NodeRelationship,
+    RelatedNodeInfo,
+    TextNode,
+)
+from llama_index.core.utils import get_tqdm_iterable
+
+Span = tuple[int, int]
+
+# Table 19: "paragraph break, newline, period, comma, semicolon, colon, and space".
+PAPER_SEPARATORS = ("\n\n", "\n", ".", ",", ";", ":", " ")
+MERGE_WORDS = 200
+_BLANK_RUN = re.compile(r"\n[ \t\f\v]*\n\s*")
+
+
+def word_count(text: str) -> int:
+    return len(text.split())
+
+
+def _strip_span(text: str, start: int, end: int) -> Span | None:
+    """The span without its outer whitespace; None when nothing else is left."""
+    piece = text[start:end]
+    stripped = piece.strip()
+    if not stripped:
+        return None
+    lead = len(piece) - len(piece.lstrip())
+    return start + lead, start + lead + len(stripped)
+
+
+def _node(
+    parser: NodeParser,
+    doc: BaseNode,
+    source: RelatedNodeInfo,
+    text: str,
+    span: Span | None,
+    i: int,
+    **extra: Any,
+) -> TextNode:
+    """A node for ``text[span]`` (or all of ``text``, offsets unknown, when ``span`` is None)
+    with the document's metadata and metadata settings."""
+    start, end = span if span is not None else (None, None)
+    return TextNode(
+        id_=parser.id_func(i, doc),
+        text=text[start:end],
+        start_char_idx=start,
+        end_char_idx=end,
+        metadata={**doc.metadata, **extra},
+        excluded_embed_metadata_keys=[*doc.excluded_embed_metadata_keys, *extra],
+        excluded_llm_metadata_keys=[*doc.excluded_llm_metadata_keys, *extra],
+        metadata_separator=doc.metadata_separator,
+        metadata_template=doc.metadata_template,
+        relationships={NodeRelationship.SOURCE: source},
+    )
+
+
+class _ExactOffsets(NodeParser):
+    """Keeps the offsets a parser set instead of the base class's ``str.find`` guesses."""
+
+    def _postprocess_parsed_nodes(
+        self, nodes: list[BaseNode], parent_doc_map: dict[str, Document]
+    ) -> list[BaseNode]:
+        spans = [
+            (getattr(n, "start_char_idx", None), getattr(n, "end_char_idx", None)) for n in nodes
+        ]
+        nodes = super()._postprocess_parsed_nodes(nodes, parent_doc_map)
+        for node, (a, b) in zip(nodes, spans, strict=True):
+            if isinstance(node, TextNode):
+                node.start_char_idx, node.end_char_idx = a, b
+        return nodes
+
+
+class SpanNodeParser(_ExactOffsets):
+    """A chunker defined by the [start, end) spans it cuts from each document's text."""
+
+    def split_spans(self, text: str) -> list[Span]:
+        raise NotImplementedError
+
+    def _parse_nodes(
+        self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
+    ) -> list[BaseNode]:
+        out: list[BaseNode] = []
+        for doc in get_tqdm_iterable(nodes, show_progress, "Chunking"):
+            text = doc.get_content(metadata_mode=MetadataMode.NONE)
+            source = doc.as_related_node_info()  # hashes the document: once per document
+            for span in self.split_spans(text):
+                out.append(_node(self, doc, source, text, span, len(out)))
+        return out
+
+
+class TextSplitterNodeParser(SpanNodeParser):
+    """Any LlamaIndex ``TextSplitter`` run on the plain text, its chunks located in the source.
+
+    Chunks are located left to right, each at or after the previous chunk's start (overlaps are
+    allowed); a chunk that is not a verbatim slice raises, since offsets would then be guesses.
+    """
+
+    splitter: TextSplitter = Field(description="The wrapped splitter; its split_text is used.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "TextSplitterNodeParser"
+
+    def split_spans(self, text: str) -> list[Span]:
+        spans: list[Span] = []
+        cursor = 0
+        for chunk in self.splitter.split_text(text):
+            if not chunk.strip():
+                continue
+            at = text.find(chunk, cursor)
+            if at < 0:
+                raise ValueError(f"{type(self.splitter).__name__} chunk not found verbatim")
+            spans.append((at, at + len(chunk)))
+            cursor = at + 1
+        return spans
+
+
+def token_chunker(
+    chunk_size: int = 200, chunk_overlap: int = 40, tokenizer: Callable[[str], list] | None = None
+) -> TextSplitterNodeParser:
+    """Token windows (paper: 200/40); ``tokenizer`` defaults to LlamaIndex's (tiktoken)."""
+    splitter = TokenTextSplitter(
+        chunk_size=chunk_size, chunk_overlap=chunk_overlap, tokenizer=tokenizer
+    )
+    return TextSplitterNodeParser(splitter=splitter)
+
+
+def sentence_chunker(chunk_size: int = 256, chunk_overlap: int = 32) -> TextSplitterNodeParser:
+    """LlamaIndex's ``SentenceSplitter`` (MODELS.md: 256/32)."""
+    return TextSplitterNodeParser(
+        splitter=SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    )
+
+
+class RecursiveCharacterNodeParser(SpanNodeParser):
+    """LangChain's recursive character splitter (separators kept at the start), on offsets."""
+
+    chunk_size: int = Field(default=1000, gt=0, description="Max characters per chunk.")
+    chunk_overlap: int = Field(default=200, ge=0, description="Characters of overlap.")
+    separators: list[str] = Field(
+        default_factory=lambda: list(PAPER_SEPARATORS),
+        description="Tried in order; '' splits into characters.",
+    )
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "RecursiveCharacterNodeParser"
+
+    def split_spans(self, text: str) -> list[Span]:
+        return self._split(text, 0, len(text), list(self.separators))
+
+    def _split(self, text: str, start: int, end: int, separators: list[str]) -> list[Span]:
+        piece = text[start:end]
+        separator, rest = separators[-1], []
+        for i, sep in enumerate(separators):
+            if sep == "":
+                separator = ""
+                break
+            if sep in piece:
+                separator, rest = sep, separators[i + 1 :]
+                break
+        if separator:  # cut before each occurrence: the separator starts the next piece
+            cuts = [start, *(start + m.start() for m in re.finditer(re.escape(separator), piece))]
+            cuts.append(end)
+        else:
+            cuts = list(range(start, end + 1))
+        splits = [(a, b) for a, b in pairwise(cuts) if b > a]
+        out: list[Span] = []
+        good: list[Span] = []
+        for a, b in splits:
+            if b - a < self.chunk_size:
+                good.append((a, b))
+                continue
+            if good:
+                out.extend(self._merge(text, good))
+                good = []
+            out.extend(self._split(text, a, b, rest) if rest else [(a, b)])
+        if good:
+            out.extend(self._merge(text, good))
+        return out
+
+    def _merge(self, text: str, splits: list[Span]) -> list[Span]:
+        """LangChain's ``_merge_splits`` for contiguous splits joined by an empty separator."""
+        out: list[Span] = []
+        current: list[Span] = []
+        total = 0
+        for a, b in splits:
+            n = b - a
+            if total + n > self.chunk_size and current:
+                if (s := _strip_span(text, current[0][0], current[-1][1])) is not None:
+                    out.append(s)
+                while total > self.chunk_overlap or (total + n > self.chunk_size and total > 0):
+                    total -= current[0][1] - current[0][0]
+                    current = current[1:]
+            current.append((a, b))
+            total += n
+        if current and (s := _strip_span(text, current[0][0], current[-1][1])) is not None:
+            out.append(s)
+        return out
+
+
+class ParagraphNodeParser(SpanNodeParser):
+    """One node per blank-line-separated paragraph (wrap in ``DynamicMergeNodeParser``)."""
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ParagraphNodeParser"
+
+    def split_spans(self, text: str) -> list[Span]:
+        cuts = [(m.start(), m.end()) for m in _BLANK_RUN.finditer(text)]
+        bounds = zip([0] + [e for _, e in cuts], [s for s, _ in cuts] + [len(text)], strict=True)
+        return [s for a, b in bounds if (s := _strip_span(text, a, b)) is not None]
+
+
+class DynamicMergeNodeParser(_ExactOffsets):
+    """Greedily merge neighbouring nodes of ``base`` (same document) while the words sum <= max.
+
+    The paper's rule: C_i and C_i+1 merge when |C_i| + |C_i+1| <= 200 words, applied left to
+    right with C_i the running merge. Lengths add the parts' word counts, so overlapping parts
+    count their overlap twice. A merged node is the document slice from the first part's start
+    to the last part's end (overlaps appear once) with the document's metadata; a node that
+    merges with nothing is passed through unchanged.
+    """
+
+    base: NodeParser = Field(description="The chunker whose nodes are merged.")
+    max_words: int = Field(default=MERGE_WORDS, gt=0, description="Word budget of a merge.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "DynamicMergeNodeParser"
+
+    def _parse_nodes(
+        self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
+    ) -> list[BaseNode]:
+        docs = {d.node_id: d for d in nodes}
+        parts = self.base.get_nodes_from_documents(list(nodes), show_progress=show_progress)
+        out: list[BaseNode] = []
+        group: list[BaseNode] = []
+        words = 0
+        for node in parts:
+            n = word_count(node.get_content(metadata_mode=MetadataMode.NONE))
+            if group and node.ref_doc_id == group[0].ref_doc_id and words + n <= self.max_words:
+                group.append(node)
+                words += n
+                continue
+            if group:
+                out.append(self._merged(group, docs, len(out)))
+            group, words = [node], n
+        if group:
+            out.append(self._merged(group, docs, len(out)))
+        return out
+
+    def _merged(self, group: list[BaseNode], docs: dict[str, BaseNode], i: int) -> BaseNode:
+        if len(group) == 1:
+            return group[0]
+        doc = docs.get(group[0].ref_doc_id or "")
+        if doc is None:
+            raise ValueError("merged nodes must come from the documents given to the parser")
+        source = group[0].source_node or doc.as_related_node_info()
+        starts = [getattr(n, "start_char_idx", None) for n in group]
+        ends = [getattr(n, "end_char_idx", None) for n in group]
+        extra = {"merged_nodes": len(group)}
+        if None in starts or None in ends:  # no offsets: join the texts, offsets unknown
+            text = "\n\n".join(n.get_content(metadata_mode=MetadataMode.NONE) for n in group)
+            return _node(self, doc, source, text, None, i, **extra)
+        text = doc.get_content(metadata_mode=MetadataMode.NONE)
+        span = (min(s for s in starts if s is not None), max(e for e in ends if e is not None))
+        return _node(self, doc, source, text, span, i, **extra)
+
+
+def paragraph_chunker(max_words: int = MERGE_WORDS) -> DynamicMergeNodeParser:
+    """Paragraphs merged greedily up to ``max_words`` (MODELS.md's strongest BM25 baseline)."""
+    return DynamicMergeNodeParser(base=ParagraphNodeParser(), max_words=max_words)
+
+
+def dynamic_merge(base: NodeParser, max_words: int = MERGE_WORDS) -> DynamicMergeNodeParser:
+    """``base`` followed by the paper's 200-word dynamic merge."""
+    return DynamicMergeNodeParser(base=base, max_words=max_words)
+
+
+# The reference chunkers by report name, each built fresh by calling it.
+BASELINES: dict[str, Callable[[], NodeParser]] = {
+    "token 200/40": token_chunker,
+    "recursive 1000/200": RecursiveCharacterNodeParser,
+    "sentence 256/32": sentence_chunker,
+    "paragraphs ≤200w": paragraph_chunker,
+}
