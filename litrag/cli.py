@@ -108,6 +108,87 @@ def _cmd_segment(args: argparse.Namespace) -> int:
     return 0
 
 
+def _settings(args: argparse.Namespace) -> Any:
+    from litrag.config import Settings
+
+    s = Settings()
+    for name in ("segmenter", "workers", "max_mb"):
+        value = getattr(args, name, None)
+        if value is not None:
+            setattr(s, name, value)
+    return s
+
+
+def _cmd_ingest(args: argparse.Namespace) -> int:
+    from litrag.config import build_library
+    from litrag.query.edge_store import StoreLockedError
+    from litrag.query.stores import store_description
+
+    s = _settings(args)
+    print(f"library: {s.home} ({store_description(s.qdrant_url)})", file=sys.stderr)
+    try:
+        library = build_library(s)
+    except StoreLockedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    report = library.ingest(
+        args.paths, show_progress=not args.quiet, on_event=lambda m: print(m, file=sys.stderr)
+    )
+    for book_id, secs in report.seconds.items():
+        print(f"{book_id}: " + ", ".join(f"{k} {v:.1f}s" for k, v in secs.items()))
+    print(
+        f"ingested {len(report.ingested)}, unchanged {len(report.unchanged)}, "
+        f"failed {len(report.failed)}"
+    )
+    for _path, reason in report.failed:
+        print(f"error: {reason}", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
+def _cmd_books(args: argparse.Namespace) -> int:
+    from litrag.ingestion.library import Library
+
+    s = _settings(args)
+    rows = Library.read_registry(s.home)
+    if args.json:
+        print(json.dumps([r.__dict__ for r in rows], indent=2, ensure_ascii=False))
+        return 0
+    if not rows:
+        print(f"no books in {s.home}; add some with: litrag ingest BOOK.txt")
+        return 0
+    head = ("id", "title", "author", "chapters", "nodes", "segmenter", "ingested at")
+    table = [
+        (
+            r.book_id,
+            r.title,
+            r.author or "",
+            str(r.chapters),
+            str(r.nodes),
+            r.segmenter,
+            r.ingested_at if r.status == "complete" else f"({r.status})",
+        )
+        for r in rows
+    ]
+    widths = [min(max(len(x[i]) for x in [head, *table]), 40) for i in range(len(head))]
+    for row in [head, *table]:
+        print("  ".join(cell[:40].ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _cmd_remove(args: argparse.Namespace) -> int:
+    from litrag.ingestion.library import Library
+    from litrag.query.stores import make_vector_store
+
+    s = _settings(args)
+    if not any(r.book_id == args.book for r in Library.read_registry(s.home)):
+        print(f"error: no book {args.book!r} in {s.home} (see: litrag books)", file=sys.stderr)
+        return 2
+    store = make_vector_store(s.home, s.collection, url=s.qdrant_url, api_key=s.qdrant_api_key)
+    Library(s.home, store).remove(args.book)
+    print(f"removed {args.book}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="litrag", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -137,6 +218,22 @@ def build_parser() -> argparse.ArgumentParser:
     seg.add_argument("--out", help="write blocks as JSONL here instead of printing them")
     seg.add_argument("-q", "--quiet", action="store_true")
     seg.set_defaults(func=_cmd_segment)
+
+    ing = sub.add_parser("ingest", help="add Gutenberg books (files or folders) to the library")
+    ing.add_argument("paths", nargs="+", type=Path)
+    ing.add_argument("--segmenter", choices=["offline", "litseg-lite", "litseg"])
+    ing.add_argument("--workers", type=int, help="LLM calls in flight (LLM segmenters)")
+    ing.add_argument("--max-mb", type=float, help="refuse books larger than this (default 16)")
+    ing.add_argument("-q", "--quiet", action="store_true")
+    ing.set_defaults(func=_cmd_ingest)
+
+    bks = sub.add_parser("books", help="list the books in the library")
+    bks.add_argument("--json", action="store_true")
+    bks.set_defaults(func=_cmd_books)
+
+    rem = sub.add_parser("remove", help="remove a book from the library")
+    rem.add_argument("book", help="book id, as `litrag books` shows it")
+    rem.set_defaults(func=_cmd_remove)
     return p
 
 

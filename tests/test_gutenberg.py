@@ -271,9 +271,9 @@ def test_size_limit_says_how_to_raise_it(tmp_path: Path) -> None:
     error = _assert_error(
         path, "file is 5,000 bytes, over the max_bytes limit of 4,096 bytes", max_bytes=4096
     )
-    assert "pass a larger max_bytes" in error.reason
+    assert "--max-mb" in error.reason and "max_bytes=" in error.reason
     assert load_book(path, max_bytes=5000).text.startswith("word word")
-    assert DEFAULT_MAX_BYTES == 64 * 1024 * 1024
+    assert DEFAULT_MAX_BYTES == 16 * 1024 * 1024
 
 
 def test_iter_book_files(books_dir: Path, tmp_path: Path) -> None:

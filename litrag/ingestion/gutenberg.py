@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024  # the largest Gutenberg novels are under 6 MB
 
 _F = re.IGNORECASE | re.MULTILINE
 # Where the text starts: after the START line, or after the 1990s "SMALL PRINT" block.
@@ -131,7 +131,7 @@ def _read_bytes(p: Path, max_bytes: int) -> bytes:
             raise BookLoadError(
                 p,
                 f"file is {size:,} bytes, over the max_bytes limit of {max_bytes:,} bytes; "
-                "pass a larger max_bytes to load_book to raise it",
+                "raise the limit with `litrag ingest --max-mb` (or load_book(max_bytes=...))",
             )
         data = p.read_bytes()
     except FileNotFoundError:

@@ -1,0 +1,348 @@
+"""A library of books in Qdrant: ingest (idempotent, resumable), list, remove.
+
+Each book runs through a stock LlamaIndex ``IngestionPipeline``: chapters -> LitSegNodeParser ->
+embeddings -> the vector store, with a docstore (upserts by chapter) and an ingestion cache,
+both persisted under the data directory after every batch of chapters. Node ids are
+deterministic, so a run killed midway and resumed ends with exactly the nodes of a clean run.
+The registry (``books.json``) marks a book complete only after its last batch is stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.callbacks import CBEventType
+from llama_index.core.callbacks.base_handler import BaseCallbackHandler
+from llama_index.core.ingestion import DocstoreStrategy, IngestionCache, IngestionPipeline
+from llama_index.core.schema import BaseNode
+from llama_index.core.storage.docstore import SimpleDocumentStore
+from llama_index.core.vector_stores.types import (
+    BasePydanticVectorStore,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+)
+
+from litrag.ingestion.chapters import split_chapters
+from litrag.ingestion.gutenberg import DEFAULT_MAX_BYTES, BookLoadError, iter_book_files, load_book
+from litrag.segment import LitSegNodeParser
+
+_NODE_NAMESPACE = uuid.UUID("6f1c2a52-5b1e-4c55-9d7c-6d1f2b8e7a10")
+
+
+def node_id_for(index: int, doc: BaseNode) -> str:
+    """Deterministic node ids: the same chapter cut the same way gives the same ids."""
+    return str(uuid.uuid5(_NODE_NAMESPACE, f"{doc.node_id}:{index}"))
+
+
+@dataclass
+class BookRecord:
+    """One row of ``litrag books``."""
+
+    book_id: str
+    title: str
+    author: str | None
+    chapters: int
+    nodes: int
+    segmenter: str
+    source: str
+    fingerprint: str
+    status: str = "ingesting"  # "ingesting" until the last batch is stored, then "complete"
+    ingested_at: str = ""
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class IngestReport:
+    """What an ingest did, book by book; failures never stop the other books."""
+
+    ingested: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (path, one-line reason)
+    seconds: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+class Library:
+    """Books ingested into one vector-store collection, with their registry and caches."""
+
+    def __init__(
+        self,
+        home: Path,
+        vector_store: BasePydanticVectorStore,
+        embed_model: BaseEmbedding | None = None,
+        parser: LitSegNodeParser | None = None,
+        batch_chapters: int = 8,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        self.home = Path(home)
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.store = vector_store
+        self.embed_model = embed_model
+        self.parser = parser
+        if parser is not None:
+            parser.id_func = node_id_for
+        self.batch_chapters = batch_chapters
+        self.max_bytes = max_bytes
+        self._registry_path = self.home / "books.json"
+        self._docstore_path = self.home / "docstore.json"
+        self._cache_path = self.home / "cache" / "ingestion.json"
+        self.docstore = (
+            SimpleDocumentStore.from_persist_path(str(self._docstore_path))
+            if self._docstore_path.exists()
+            else SimpleDocumentStore()
+        )
+        self.cache = (
+            IngestionCache.from_persist_path(str(self._cache_path))
+            if self._cache_path.exists()
+            else IngestionCache()
+        )
+
+    # -- registry -------------------------------------------------------------------------
+
+    def books(self) -> list[BookRecord]:
+        return [BookRecord(**r) for r in self._read_registry().values()]
+
+    @staticmethod
+    def read_registry(home: Path) -> list[BookRecord]:
+        """The books of the library at ``home``, without opening its store."""
+        path = Path(home) / "books.json"
+        if not path.exists():
+            return []
+        return [BookRecord(**r) for r in json.loads(path.read_text(encoding="utf-8")).values()]
+
+    def book(self, book_id: str) -> BookRecord | None:
+        row = self._read_registry().get(book_id)
+        return BookRecord(**row) if row else None
+
+    def _read_registry(self) -> dict[str, dict[str, Any]]:
+        if not self._registry_path.exists():
+            return {}
+        return json.loads(self._registry_path.read_text(encoding="utf-8"))
+
+    def _write_registry(self, rows: dict[str, dict[str, Any]]) -> None:
+        _atomic_write(self._registry_path, json.dumps(rows, indent=1, ensure_ascii=False))
+
+    def _save_record(self, record: BookRecord) -> None:
+        rows = self._read_registry()
+        rows[record.book_id] = asdict(record)
+        self._write_registry(rows)
+
+    def _persist_state(self) -> None:
+        self._cache_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._docstore_path.with_suffix(".tmp")
+        self.docstore.persist(str(tmp))
+        os.replace(tmp, self._docstore_path)
+        tmp = self._cache_path.with_suffix(".tmp")
+        self.cache.persist(str(tmp))
+        os.replace(tmp, self._cache_path)
+
+    def fingerprint(self, text: str) -> str:
+        """Changes when the book's text or anything that shapes its nodes changes."""
+        settings = json.dumps(
+            {
+                "parser": self.parser.to_dict(),
+                "embed": self.embed_model.to_dict(),
+            },
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256((text + "\0" + settings).encode("utf-8")).hexdigest()
+
+    # -- ingest -----------------------------------------------------------------------------
+
+    def ingest(
+        self,
+        paths: Iterable[str | os.PathLike[str]],
+        show_progress: bool = False,
+        on_event: Callable[[str], None] | None = None,
+    ) -> IngestReport:
+        """Ingest files or folders of .txt books; one failing book never stops the others."""
+        if self.parser is None or self.embed_model is None:
+            raise ValueError("this Library was opened without a parser and embedder: read-only")
+        report = IngestReport()
+        say = on_event or (lambda _msg: None)
+        files: list[Path] = []
+        for path in paths:
+            try:
+                files.extend(iter_book_files(path))
+            except BookLoadError as exc:
+                report.failed.append((str(path), str(exc)))
+        for i, file in enumerate(files, start=1):
+            say(f"[{i}/{len(files)}] {file.name}")
+            try:
+                self._ingest_one(file, report, show_progress, say)
+            except BookLoadError as exc:
+                report.failed.append((str(file), str(exc)))
+                say(f"  failed: {exc}")
+            except Exception as exc:  # a bug or a backend error: report, keep going
+                reason = f"{file}: {type(exc).__name__}: {exc}"
+                report.failed.append((str(file), reason))
+                say(f"  failed: {reason}")
+                (self.home / "logs").mkdir(exist_ok=True)
+                with open(self.home / "logs" / "ingest-errors.log", "a", encoding="utf-8") as fh:
+                    fh.write(f"{time.ctime()} {reason}\n{traceback.format_exc()}\n")
+        if report.ingested and hasattr(self.store, "optimize"):
+            say("building the search index")
+            self.store.optimize()
+        return report
+
+    def _ingest_one(
+        self, file: Path, report: IngestReport, show_progress: bool, say: Callable[[str], None]
+    ) -> None:
+        t0 = time.perf_counter()
+        book = load_book(file, max_bytes=self.max_bytes)
+        docs = split_chapters(book)
+        t_load = time.perf_counter() - t0
+        fp = self.fingerprint(book.text)
+        old = self.book(book.book_id)
+        if old is not None and old.fingerprint == fp and old.status == "complete":
+            report.unchanged.append(book.book_id)
+            say(f"  {book.book_id} unchanged")
+            return
+        if old is not None and old.fingerprint != fp:
+            say(f"  {book.book_id} changed: replacing its nodes")
+            self._drop_nodes(book.book_id)
+        record = BookRecord(
+            book_id=book.book_id,
+            title=book.title,
+            author=book.author,
+            chapters=len(docs),
+            nodes=0,
+            segmenter=str(self.parser.segmenter),
+            source=str(file),
+            fingerprint=fp,
+        )
+        self._save_record(record)
+        timer = _Timer()
+        for component in (self.parser, self.embed_model):
+            component.callback_manager.add_handler(timer)
+        pipeline = IngestionPipeline(
+            transformations=[self.parser, self.embed_model],
+            vector_store=self.store,
+            docstore=self.docstore,
+            docstore_strategy=DocstoreStrategy.UPSERTS,
+            cache=self.cache,
+        )
+        try:
+            for start in range(0, len(docs), self.batch_chapters):
+                batch = docs[start : start + self.batch_chapters]
+                t_run = time.perf_counter()
+                before = timer.get("segment") + timer.get("embed")
+                pipeline.run(documents=batch, show_progress=show_progress)
+                inner = timer.get("segment") + timer.get("embed") - before
+                timer.add("store", time.perf_counter() - t_run - inner)
+                self._persist_state()  # a kill after this line loses nothing of this batch
+        finally:
+            for component in (self.parser, self.embed_model):
+                component.callback_manager.remove_handler(timer)
+        record.nodes = self._count_nodes(book.book_id)
+        record.status = "complete"
+        record.ingested_at = time.strftime("%Y-%m-%d %H:%M:%S")
+        record.seconds = {"load": round(t_load, 2), **timer.totals()}
+        self._save_record(record)
+        report.ingested.append(book.book_id)
+        report.seconds[book.book_id] = record.seconds
+        say(f"  {book.book_id}: {record.chapters} chapters, {record.nodes} nodes")
+
+    def _count_nodes(self, book_id: str) -> int:
+        filters = _book_filter(book_id)
+        if hasattr(self.store, "count"):
+            return int(self.store.count(filters=filters))
+        return len(self.store.get_nodes(filters=filters))
+
+    def _drop_nodes(self, book_id: str) -> None:
+        self.store.delete_nodes(filters=_book_filter(book_id))
+        prefix = f"{book_id}:"
+        for doc_id in list(self.docstore.get_all_document_hashes().values()):
+            if str(doc_id).startswith(prefix):
+                self.docstore.delete_document(doc_id, raise_error=False)
+                self.docstore.delete_ref_doc(doc_id, raise_error=False)
+        self._persist_state()
+
+    def remove(self, book_id: str) -> bool:
+        """Remove a book's nodes and registry entry; False when no such book."""
+        rows = self._read_registry()
+        if book_id not in rows:
+            return False
+        self._drop_nodes(book_id)
+        del rows[book_id]
+        self._write_registry(rows)
+        return True
+
+
+def _book_filter(book_id: str) -> MetadataFilters:
+    return MetadataFilters(
+        filters=[MetadataFilter(key="book_id", value=book_id, operator=FilterOperator.EQ)]
+    )
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class _Timer(BaseCallbackHandler):
+    """Seconds spent parsing and embedding, from LlamaIndex's own callback events."""
+
+    _NAMES: ClassVar[dict[CBEventType, str]] = {
+        CBEventType.NODE_PARSING: "segment",
+        CBEventType.EMBEDDING: "embed",
+    }
+
+    def __init__(self) -> None:
+        super().__init__(event_starts_to_ignore=[], event_ends_to_ignore=[])
+        self._open: dict[str, float] = {}
+        self._totals: dict[str, float] = {}
+
+    def on_event_start(
+        self,
+        event_type: CBEventType,
+        payload: dict[str, Any] | None = None,
+        event_id: str = "",
+        parent_id: str = "",
+        **kwargs: Any,
+    ) -> str:
+        if event_type in self._NAMES:
+            self._open[event_id] = time.perf_counter()
+        return event_id
+
+    def on_event_end(
+        self,
+        event_type: CBEventType,
+        payload: dict[str, Any] | None = None,
+        event_id: str = "",
+        **kwargs: Any,
+    ) -> None:
+        t0 = self._open.pop(event_id, None)
+        if t0 is not None:
+            self.add(self._NAMES[event_type], time.perf_counter() - t0)
+
+    def start_trace(self, trace_id: str | None = None) -> None:
+        return None
+
+    def end_trace(self, trace_id: str | None = None, trace_map: Any = None) -> None:
+        return None
+
+    def add(self, name: str, seconds: float) -> None:
+        self._totals[name] = self._totals.get(name, 0.0) + max(seconds, 0.0)
+
+    def get(self, name: str) -> float:
+        return self._totals.get(name, 0.0)
+
+    def totals(self) -> dict[str, float]:
+        return {k: round(v, 2) for k, v in self._totals.items()}

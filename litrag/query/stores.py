@@ -1,0 +1,103 @@
+"""The vector store from settings: Qdrant Edge in-process by default, a Qdrant server by URL.
+
+The rest of litrag talks only to LlamaIndex's vector-store interface and never knows which one
+it has. ``QDRANT_URL`` (and ``QDRANT_API_KEY``) switch to qdrant-client with no code change.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
+
+from litrag.query.bm25 import BM25Encoder
+
+DENSE_NAME = "text-dense"
+SPARSE_NAME = "text-sparse"
+
+
+def store_description(url: str | None = None) -> str:
+    url = url if url is not None else os.environ.get("QDRANT_URL")
+    return f"Qdrant server at {url}" if url else "embedded Qdrant Edge"
+
+
+def make_vector_store(
+    home: Path,
+    collection: str = "litrag",
+    *,
+    dense_dim: int | None = None,
+    url: str | None = None,
+    api_key: str | None = None,
+    encoder: BM25Encoder | None = None,
+    shards: int = 1,
+    replication_factor: int = 1,
+) -> BasePydanticVectorStore:
+    """A hybrid (dense + BM25) store for ``collection``.
+
+    Without a URL: an Edge shard under ``home/index``. With one: a collection on the server,
+    with ``book_id`` as a keyword payload index (the tenant key) and ``chapter_index`` indexed.
+    """
+    encoder = encoder or BM25Encoder()
+    url = url if url is not None else os.environ.get("QDRANT_URL")
+    if not url:
+        from litrag.query.edge_store import QdrantEdgeVectorStore
+
+        return QdrantEdgeVectorStore(
+            path=home / "index",
+            collection_name=collection,
+            dense_dim=dense_dim,
+            sparse_doc_fn=encoder.doc_fn,
+            sparse_query_fn=encoder.query_fn,
+        )
+    return _server_store(
+        url,
+        api_key or os.environ.get("QDRANT_API_KEY"),
+        collection,
+        encoder,
+        shards,
+        replication_factor,
+    )
+
+
+def qdrant_client_settings(url: str, api_key: str | None) -> dict[str, Any]:
+    """Keyword arguments for ``QdrantClient``: a server URL, or ``path:DIR`` for local mode."""
+    if url.startswith("path:"):
+        return {"path": url[len("path:") :]}
+    return {"url": url, "api_key": api_key}
+
+
+def _server_store(
+    url: str,
+    api_key: str | None,
+    collection: str,
+    encoder: BM25Encoder,
+    shards: int,
+    replication_factor: int,
+) -> BasePydanticVectorStore:
+    try:
+        from llama_index.vector_stores.qdrant import QdrantVectorStore
+        from qdrant_client import QdrantClient, models
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "QDRANT_URL needs the 'server' extra: pip install 'litrag[server]'"
+        ) from exc
+    client = QdrantClient(**qdrant_client_settings(url, api_key))
+    store = QdrantVectorStore(
+        collection_name=collection,
+        client=client,
+        enable_hybrid=True,
+        dense_vector_name=DENSE_NAME,
+        sparse_vector_name=SPARSE_NAME,
+        sparse_doc_fn=encoder.doc_fn,
+        sparse_query_fn=encoder.query_fn,
+        sparse_config=models.SparseVectorParams(modifier=models.Modifier.IDF),
+        shard_number=shards,
+        replication_factor=replication_factor,
+        payload_indexes=[
+            {"field_name": "book_id", "field_schema": models.PayloadSchemaType.KEYWORD},
+            {"field_name": "chapter_index", "field_schema": models.PayloadSchemaType.INTEGER},
+        ],
+    )
+    return store
