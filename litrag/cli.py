@@ -189,6 +189,46 @@ def _cmd_remove(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    import warnings
+
+    from qdrant_client import QdrantClient
+
+    from litrag.query.edge_store import QdrantEdgeVectorStore, StoreLockedError
+    from litrag.query.export import export_library
+    from litrag.query.stores import qdrant_client_settings
+
+    s = _settings(args)
+    folder = s.home / "index" / s.collection
+    if not folder.exists():
+        print(f"error: no embedded library at {folder}", file=sys.stderr)
+        return 2
+    try:
+        source = QdrantEdgeVectorStore(path=s.home / "index", collection_name=s.collection)
+    except StoreLockedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    client = QdrantClient(**qdrant_client_settings(args.to, s.qdrant_api_key))
+    target = args.collection or s.collection
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Payload indexes have no effect")
+        report = export_library(
+            source,
+            client,
+            target,
+            progress_file=s.home / "export-progress.json",
+            shards=args.shards,
+            replication_factor=args.replication_factor,
+        )
+    source.close()
+    print(
+        f"exported {report.exported} points to {args.to} collection {target!r}"
+        f" (skipped {report.skipped} already there); source {report.source_count}, "
+        f"target {report.target_count}: {'verified' if report.verified else 'COUNTS DIFFER'}"
+    )
+    return 0 if report.verified else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="litrag", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -234,6 +274,13 @@ def build_parser() -> argparse.ArgumentParser:
     rem = sub.add_parser("remove", help="remove a book from the library")
     rem.add_argument("book", help="book id, as `litrag books` shows it")
     rem.set_defaults(func=_cmd_remove)
+
+    exp = sub.add_parser("export", help="copy the embedded library to a Qdrant server/cluster")
+    exp.add_argument("--to", required=True, help="Qdrant URL (API key from QDRANT_API_KEY)")
+    exp.add_argument("--collection", help="target collection (default: the same name)")
+    exp.add_argument("--shards", type=int, help="shard_number of a new target collection")
+    exp.add_argument("--replication-factor", type=int, help="of a new target collection")
+    exp.set_defaults(func=_cmd_export)
     return p
 
 
