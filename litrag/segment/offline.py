@@ -86,6 +86,11 @@ class CutCosts:
     cost: np.ndarray
     similarity: np.ndarray
 
+    def window(self, first: int, n: int) -> CutCosts:
+        """The costs inside a run of ``n`` sentences starting at 0-based ``first``."""
+        end = first + max(n - 1, 0)
+        return CutCosts(self.cost[first:end], self.similarity[first:end])
+
 
 def boundary_costs(sentences: Sequence[Sentence], vectors: np.ndarray, window: int = 3) -> CutCosts:
     """How bad a cut after each sentence is, from cohesion and narrative cues."""

@@ -20,7 +20,7 @@ from llama_index.core.utils import get_tokenizer, get_tqdm_iterable
 from litrag.segment.cache import ResponseCache
 from litrag.segment.llm_calls import LLMCaller, Sampling, llm_identity
 from litrag.segment.llm_segmenters import OFFLINE, LitSeg, LitSegLite, UnitResult
-from litrag.segment.offline import OfflineSegmenter, StaticVectors, boundary_costs
+from litrag.segment.offline import CutCosts, OfflineSegmenter, StaticVectors, boundary_costs
 from litrag.segment.prompts import PROMPT_VERSION
 from litrag.segment.reconstruct import context_views, enforce_cap
 from litrag.segment.sentences import Sentence, split_sentences
@@ -95,6 +95,14 @@ class _Part:
     sentences: list[Sentence]  # indices are document-wide (1-based)
     title: str
     result: UnitResult | None = None
+
+
+@dataclass
+class _Prepared:
+    sentences: list[list[Sentence]]  # per document
+    parts: list[_Part]
+    costs: list[CutCosts]  # per document
+    tokens: list[list[int]]  # per document, per sentence
 
 
 class LitSegNodeParser(NodeParser):
@@ -270,40 +278,43 @@ class LitSegNodeParser(NodeParser):
 
     # -- parsing --------------------------------------------------------------------------
 
+    def _prepare(self, nodes: Sequence[BaseNode]) -> _Prepared:
+        """Sentences, parts, cut costs and token counts of every document."""
+        all_sentences, parts = self._plan(nodes)
+        if self._vectors is None:
+            self._vectors = StaticVectors()
+        costs = [
+            boundary_costs(s, self._vectors.encode([x.flat for x in s]), self.cohesion_window)
+            for s in all_sentences
+        ]
+        tokens = [
+            self._sentence_tokens(d.get_content(metadata_mode=MetadataMode.NONE), s)
+            for d, s in zip(nodes, all_sentences, strict=True)
+        ]
+        return _Prepared(all_sentences, parts, costs, tokens)
+
     def _parse_nodes(
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
     ) -> list[BaseNode]:
-        if self.segmenter == "offline":
-            t0 = time.perf_counter()
-            all_sentences, parts = self._plan(nodes)
-            offline = OfflineSegmenter(
-                self.target_words, self.min_words, self.max_words, self.cohesion_window
+        if self.segmenter != "offline":
+            return _run_sync(self._aparse_nodes(nodes, show_progress=show_progress, **kwargs))
+        t0 = time.perf_counter()
+        prep = self._prepare(nodes)
+        offline = OfflineSegmenter(
+            self.target_words, self.min_words, self.max_words, self.cohesion_window
+        )
+        for part in get_tqdm_iterable(prep.parts, show_progress, "Segmenting units"):
+            first, n = part.sentences[0].index - 1, len(part.sentences)
+            blocks = offline.segment(
+                part.sentences,
+                prep.costs[part.doc_pos].window(first, n),
+                prep.tokens[part.doc_pos][first : first + n],
+                self.max_block_tokens - self._overhead(nodes[part.doc_pos]),
             )
-            costs = self._costs(all_sentences)
-            tokens = [
-                self._sentence_tokens(d.get_content(metadata_mode=MetadataMode.NONE), s)
-                for d, s in zip(nodes, all_sentences, strict=True)
-            ]
-            for part in get_tqdm_iterable(parts, show_progress, "Segmenting units"):
-                first = part.sentences[0].index - 1
-                local = costs[part.doc_pos]
-                from litrag.segment.offline import CutCosts
-
-                sub = CutCosts(
-                    local.cost[first : first + len(part.sentences) - 1],
-                    local.similarity[first : first + len(part.sentences) - 1],
-                )
-                blocks = offline.segment(
-                    part.sentences,
-                    sub,
-                    tokens[part.doc_pos][first : first + len(part.sentences)],
-                    self.max_block_tokens - self._overhead(nodes[part.doc_pos]),
-                )
-                part.result = self._local(part, UnitResult(blocks, OFFLINE))
-            out = self._build(nodes, all_sentences, parts, costs, tokens)
-            self._summary.seconds += time.perf_counter() - t0
-            return out
-        return _run_sync(self._aparse_nodes(nodes, show_progress=show_progress, **kwargs))
+            part.result = self._local(part, UnitResult(blocks, OFFLINE))
+        out = self._build(nodes, prep)
+        self._summary.seconds += time.perf_counter() - t0
+        return out
 
     async def _aparse_nodes(
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
@@ -311,7 +322,7 @@ class LitSegNodeParser(NodeParser):
         if self.segmenter == "offline":
             return self._parse_nodes(nodes, show_progress=show_progress, **kwargs)
         t0 = time.perf_counter()
-        all_sentences, parts = self._plan(nodes)
+        prep = self._prepare(nodes)
         segmenter = self._llm_segmenter()
         gate = asyncio.Semaphore(self.num_workers)
 
@@ -320,7 +331,7 @@ class LitSegNodeParser(NodeParser):
                 result = await segmenter.asegment(part.sentences, part.title)
             part.result = self._local(part, result)
 
-        tasks = [asyncio.ensure_future(run(p)) for p in parts if p.sentences]
+        tasks = [asyncio.ensure_future(run(p)) for p in prep.parts if p.sentences]
         try:
             if show_progress:
                 from tqdm.auto import tqdm
@@ -334,12 +345,7 @@ class LitSegNodeParser(NodeParser):
                 task.cancel()
             if segmenter.caller.cache is not None:
                 segmenter.caller.cache.close()
-        costs = self._costs(all_sentences)
-        tokens = [
-            self._sentence_tokens(d.get_content(metadata_mode=MetadataMode.NONE), s)
-            for d, s in zip(nodes, all_sentences, strict=True)
-        ]
-        out = self._build(nodes, all_sentences, parts, costs, tokens)
+        out = self._build(nodes, prep)
         self._summary.seconds += time.perf_counter() - t0
         return out
 
@@ -350,39 +356,24 @@ class LitSegNodeParser(NodeParser):
             len(self._tokenizer(text[s.start : e])) for s, e in zip(sentences, ends, strict=True)
         ]
 
-    def _costs(self, all_sentences: list[list[Sentence]]):
-        if self._vectors is None:
-            self._vectors = StaticVectors()
-        return [
-            boundary_costs(s, self._vectors.encode([x.flat for x in s]), self.cohesion_window)
-            for s in all_sentences
-        ]
-
     def _overhead(self, doc: BaseNode) -> int:
         """Tokens the embedding view adds to a block: the document's metadata and a subtitle."""
         return len(self._tokenizer(doc.get_metadata_str(MetadataMode.EMBED))) + _SUBTITLE_BUDGET
 
-    def _build(
-        self,
-        docs: Sequence[BaseNode],
-        all_sentences: list[list[Sentence]],
-        parts: list[_Part],
-        costs: list,
-        all_tokens: list[list[int]],
-    ) -> list[BaseNode]:
+    def _build(self, docs: Sequence[BaseNode], prep: _Prepared) -> list[BaseNode]:
         summary = self._summary
         summary.units += len(docs)
         by_doc: dict[int, list[_Part]] = {}
-        for part in parts:
+        for part in prep.parts:
             if part.result is not None:
                 by_doc.setdefault(part.doc_pos, []).append(part)
         nodes: list[BaseNode] = []
         for pos, doc in enumerate(docs):
-            sentences = all_sentences[pos]
+            sentences = prep.sentences[pos]
             if not sentences:
                 continue
             text = doc.get_content(metadata_mode=MetadataMode.NONE)
-            tokens, cost = all_tokens[pos], costs[pos].cost
+            tokens, cost = prep.tokens[pos], prep.costs[pos].cost
             overhead = self._overhead(doc)
             placed: list[tuple[Block, UnitResult, int]] = []
             for part in by_doc.get(pos, []):
