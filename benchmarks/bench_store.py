@@ -28,7 +28,7 @@ DEFAULT_BOOKS = Path(__file__).resolve().parents[2] / "shared" / "data" / "books
 NS = uuid.UUID("5d2f7e0a-8c4b-4e3a-9f1d-2b6c8a7e4d90")
 
 
-def build_nodes(books: Path, max_words: int) -> tuple[list[Any], Any]:
+def build_nodes(books: Path, max_words: int, copies: int = 1) -> tuple[list[Any], Any]:
     """Paragraph nodes of every book, with book/chapter metadata and WordLlama embeddings."""
     from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 
@@ -58,6 +58,18 @@ def build_nodes(books: Path, max_words: int) -> tuple[list[Any], Any]:
     vecs = StaticVectors().encode([n.text for n in nodes])
     for n, v in zip(nodes, vecs, strict=True):
         n.embedding = v.tolist()
+    if copies > 1:  # the same books again under other ids: a library of copies x six books
+        import numpy as np
+
+        extra = []
+        for c in range(1, copies):
+            for n in nodes[: len(vecs)]:
+                m = n.model_copy(deep=True)
+                m.id_ = str(uuid.uuid5(NS, f"{n.id_}:{c}"))
+                m.metadata["book_id"] = f"{n.metadata['book_id']}-{c}"
+                extra.append(m)
+        nodes += extra
+        vecs = np.vstack([vecs] * copies)
     return nodes, vecs
 
 
@@ -87,11 +99,14 @@ def close_store(backend: str, store: Any) -> None:
         store.client.close()
 
 
-def run_backend(backend: str, books: Path, folder: Path, n_queries: int, max_words: int) -> dict:
+def run_backend(
+    backend: str, books: Path, folder: Path, n_queries: int, max_words: int, copies: int = 1
+) -> dict:
     import warnings
 
     import numpy as np
     from llama_index.core.vector_stores.types import (
+        FilterOperator,
         MetadataFilter,
         MetadataFilters,
         VectorStoreQuery,
@@ -103,7 +118,7 @@ def run_backend(backend: str, books: Path, folder: Path, n_queries: int, max_wor
 
     warnings.filterwarnings("ignore", message=".*Local mode is not recommended.*")
     warnings.filterwarnings("ignore", message=".*Payload indexes have no effect.*")
-    nodes, vecs = build_nodes(books, max_words)
+    nodes, vecs = build_nodes(books, max_words, copies)
     doc_fn, query_fn = edge_bm25_encoders()
     t = time.perf_counter()
     doc_fn([n.text for n in nodes])
@@ -152,12 +167,18 @@ def run_backend(backend: str, books: Path, folder: Path, n_queries: int, max_wor
         ("dense_book", VectorStoreQueryMode.DEFAULT, True),
         ("sparse_book", VectorStoreQueryMode.SPARSE, True),
         ("hybrid_book", VectorStoreQueryMode.HYBRID, True),
+        ("hybrid_book_upto_ch", VectorStoreQueryMode.HYBRID, "chapter"),
     ]
     for name, mode, by_book in modes:
         lat, rec = [], []
         for k, (i, text, qv) in enumerate(zip(picks, texts, qvecs, strict=True)):
             book = nodes[i].metadata["book_id"]
             flt = MetadataFilters(filters=[MetadataFilter(key="book_id", value=book)])
+            if by_book == "chapter":  # a spoiler limit: this chapter and earlier ones
+                ch = int(nodes[i].metadata["chapter_index"])
+                flt.filters.append(
+                    MetadataFilter(key="chapter_index", value=ch, operator=FilterOperator.LTE)
+                )
             q = VectorStoreQuery(
                 query_str=text,
                 query_embedding=qv.tolist(),
@@ -187,17 +208,18 @@ def main() -> None:
     ap.add_argument("--backends", default="edge,client")
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--max-words", type=int, default=150)
+    ap.add_argument("--copies", type=int, default=1, help="library of N x the six books")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one backend here
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(run_backend(a.one, a.books, a.dir, a.queries, a.max_words)))
+        print(json.dumps(run_backend(a.one, a.books, a.dir, a.queries, a.max_words, a.copies)))
         return
     rows = []
     for backend in a.backends.split(","):
         folder = Path(tempfile.mkdtemp(prefix=f"bench_{backend}_", dir=a.dir))
         try:
             cmd = [sys.executable, __file__, "--one", backend, "--books", str(a.books)]
-            cmd += ["--dir", str(folder), "--queries", str(a.queries)]
+            cmd += ["--dir", str(folder), "--queries", str(a.queries), "--copies", str(a.copies)]
             cmd += ["--max-words", str(a.max_words)]
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if proc.returncode != 0:
