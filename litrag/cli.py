@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -229,6 +232,135 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0 if report.verified else 1
 
 
+def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
+    """`litrag eval retrieval`: every chunker x mode on a question set, reports into --out."""
+    import shlex
+
+    from litrag.eval.report import markdown, write_reports
+    from litrag.eval.retrieval import evaluate_retrieval, load_questions, parse_modes
+
+    data = Path(os.environ.get("LITRAG_DATA") or "../shared/data")
+    qfile = args.questions or data / "gutenqa" / "questions.jsonl"
+    books = args.books or qfile.resolve().parent.parent
+    out = args.out or settings.home() / "eval-results"
+    command = "litrag " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    try:
+        questions = load_questions(qfile)
+        if args.only_books:
+            wanted = args.only_books.split(",")
+            questions = [q for q in questions if any(w in q.book_file for w in wanted)]
+        modes = parse_modes(
+            args.modes.split(","),
+            args.fusion.split(","),
+            [float(a) for a in args.alpha.split(",")],
+        )
+        run = evaluate_retrieval(
+            questions,
+            books,
+            args.chunkers.split(","),
+            modes,
+            cache_dir=args.cache_dir or settings.home() / "eval-cache",
+            top_k=args.top_k,
+            candidates=args.candidates,
+            view=args.view,
+            bm25_avg_len=args.bm25_avg_len,
+            intrinsic=not args.no_intrinsic,
+            say=lambda m: print(m, file=sys.stderr),
+            on_chunker=lambda partial: write_reports(partial, out, command + "  # (partial)"),
+        )
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    paths = write_reports(run, out, command)
+    print(markdown(run, command))
+    print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
+    return 0
+
+
+def _close_store(engine: Any) -> None:
+    store = engine.retriever.vector_store
+    if hasattr(store, "close"):
+        store.close()
+
+
+def _cmd_ask(args: argparse.Namespace) -> int:
+    """`litrag ask`: a streamed, cited answer; failures are one line and keep the sources."""
+    from litrag.config import Settings, build_answer_llm, build_query_engine
+    from litrag.ingestion.library import Library
+    from litrag.local_llm import LocalModelError
+    from litrag.query.edge_store import StoreLockedError
+    from litrag.query.retriever import RetrievalSettings, UnknownBookError
+
+    def fail(msg: str, code: int = 2) -> int:
+        print(f"error: {msg}", file=sys.stderr)
+        return code
+
+    question = " ".join(args.question.split())
+    if not question:
+        return fail("the question is empty")
+    # SIGTERM runs the `finally` below too: the local LLM server must not outlive us.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    s = Settings()
+    if args.timeout is not None:
+        s.llm_timeout = args.timeout
+    books = args.book or [r.book_id for r in Library.read_registry(s.home)][:2]
+    if len(books) != 1 and not args.book:  # no --book: fine only when one book is loaded
+        return fail(
+            "choose a book with --book ID (see: litrag books)"
+            if books
+            else f"no books in {s.home}; add one with: litrag ingest BOOK.txt"
+        )
+    try:
+        retrieval = RetrievalSettings.from_env(args.retrieval or s.retrieval)
+        if args.top_k:
+            retrieval.top_k = args.top_k
+        engine = build_query_engine(s, books, upto_chapter=args.upto_chapter, retrieval=retrieval)
+    except (UnknownBookError, StoreLockedError, ValueError) as exc:
+        return fail(str(exc))
+    answer_llm = None
+    llm_error = None
+    try:
+        if not args.no_llm:
+            if not s.llm_url and not args.json:
+                print(f"starting the local LLM ({s.local_llm}) ...", file=sys.stderr)
+            try:
+                answer_llm = build_answer_llm(s)
+            except LocalModelError as exc:  # keep going: the retrieval results are still shown
+                llm_error = f"the local LLM did not start: {str(exc).splitlines()[0]}"
+            else:
+                engine.llm, engine.answered_by = answer_llm.llm, answer_llm.description
+        stream = engine.ask(question)
+        _close_store(engine)  # the sources are in hand: free the library for other processes
+        if not args.json:
+            for piece in stream:
+                print(piece, end="", flush=True)
+            print()
+        answer = stream.answer()
+        if llm_error:  # the answer above is extractive (labelled so); say why
+            answer.error = llm_error
+    finally:
+        if answer_llm is not None:
+            answer_llm.close()
+        _close_store(engine)
+    if args.json:
+        print(json.dumps(answer.model_dump(), indent=2, ensure_ascii=False))
+    else:
+        if answer.error:
+            print(f"error: {answer.error}", file=sys.stderr)
+        limit = f", up to chapter {args.upto_chapter}" if args.upto_chapter is not None else ""
+        print(f"\nSources ({answer.retrieval}{limit}; answered by {answer.answered_by}):")
+        for src in answer.sources:
+            print(src.citation())
+            text = " ".join(src.text.split())
+            if not args.full and len(text) > 400:
+                text = text[:400].rsplit(" ", 1)[0] + " ..."
+            print(f"    {text}")
+        if not answer.sources:
+            print("(none)")
+    return 1 if answer.error else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="litrag", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -281,6 +413,58 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--shards", type=int, help="shard_number of a new target collection")
     exp.add_argument("--replication-factor", type=int, help="of a new target collection")
     exp.set_defaults(func=_cmd_export)
+
+    ask = sub.add_parser("ask", help="answer a question about a book, with its sources")
+    ask.add_argument("question", help="the question, in quotes")
+    ask.add_argument(
+        "--book",
+        action="append",
+        help="book id (see `litrag books`); repeat for several; optional with one book loaded",
+    )
+    ask.add_argument(
+        "--upto-chapter",
+        type=int,
+        metavar="N",
+        help="spoiler limit: use nothing past chapter N (1-based reading order)",
+    )
+    ask.add_argument("--no-llm", action="store_true", help="extractive answer, no LLM")
+    ask.add_argument("--json", action="store_true", help="print the answer as one JSON object")
+    ask.add_argument("--retrieval", choices=["embedded", "paper"], help="retrieval preset")
+    ask.add_argument("--top-k", type=int, help="blocks given to the LLM (default 5)")
+    ask.add_argument(
+        "--timeout", type=float, help="seconds the LLM may stay silent (default 120; local 900)"
+    )
+    ask.add_argument("--full", action="store_true", help="print whole passages, not excerpts")
+    ask.set_defaults(func=_cmd_ask)
+
+    from litrag.eval.retrieval import DEFAULT_CHUNKERS, DEFAULT_TOP_K
+
+    ev = sub.add_parser("eval", help="evaluation harness").add_subparsers(
+        dest="what", required=True
+    )
+    er = ev.add_parser("retrieval", help="GutenQA-style retrieval, every chunker side by side")
+    er.add_argument("--questions", type=Path, help="JSONL (default: $LITRAG_DATA/gutenqa/...)")
+    er.add_argument("--books", type=Path, help="where book_file paths resolve (default: data dir)")
+    er.add_argument("--only-books", help="comma list of substrings of book_file to keep")
+    er.add_argument("--chunkers", default=",".join(DEFAULT_CHUNKERS))
+    er.add_argument("--modes", default="dense,bm25,hybrid", help="dense, bm25, hybrid")
+    er.add_argument("--fusion", default="rsf,rrf", help="hybrid fusions: rsf (relative score), rrf")
+    er.add_argument(
+        "--alpha", default="0.3,0.5", help="dense weight(s) in hybrid (0.3: the embedded preset)"
+    )
+    er.add_argument("--top-k", type=int, default=DEFAULT_TOP_K)
+    er.add_argument("--candidates", type=int, help="per-list depth before fusion (default top-k)")
+    er.add_argument(
+        "--view",
+        choices=["embed", "text"],
+        default="embed",
+        help="index the embedding view (metadata, subtitle, context) or bare text",
+    )
+    er.add_argument("--bm25-avg-len", type=float, help="fixed BM25 avg_len (default: per book)")
+    er.add_argument("--no-intrinsic", action="store_true", help="skip the boundary metric")
+    er.add_argument("--cache-dir", type=Path, help="default: $LITRAG_HOME/eval-cache")
+    er.add_argument("--out", type=Path, help="report folder (default: $LITRAG_HOME/eval-results)")
+    er.set_defaults(func=_cmd_eval_retrieval)
     return p
 
 

@@ -4,6 +4,10 @@ Every backend is chosen here (environment variables or CLI flags), never by edit
 ``LITRAG_HOME`` (data directory), ``QDRANT_URL`` / ``QDRANT_API_KEY`` (a Qdrant server instead
 of the embedded store), ``LITRAG_LLM_URL`` / ``LITRAG_LLM_MODEL`` (an OpenAI-compatible server
 such as ``vllm serve``), ``LITRAG_EMBED_MODEL`` (``minilm`` or a sentence-transformers folder).
+Answering: ``LITRAG_LOCAL_LLM`` (the packaged model started when no URL is set),
+``LITRAG_MODELS`` (its folder), ``LITRAG_LLM_TIMEOUT`` (seconds), ``LITRAG_LLM_CONTEXT`` (tokens),
+``LITRAG_RETRIEVAL`` (preset, with ``LITRAG_RETRIEVAL_<FIELD>`` overrides; see
+``litrag.query.retriever``).
 """
 
 from __future__ import annotations
@@ -30,6 +34,28 @@ class Settings:
     workers: int = 4
     collection: str = DEFAULT_COLLECTION
     max_mb: float = 16.0
+    # answering (litrag ask / chat)
+    retrieval: str = field(default_factory=lambda: os.environ.get("LITRAG_RETRIEVAL", "embedded"))
+    local_llm: str = field(
+        default_factory=lambda: os.environ.get("LITRAG_LOCAL_LLM", "qwen2.5-1.5b")
+    )
+    llm_timeout: float | None = field(
+        default_factory=lambda: (
+            float(os.environ["LITRAG_LLM_TIMEOUT"])
+            if os.environ.get("LITRAG_LLM_TIMEOUT")
+            else None
+        )
+    )  # seconds the LLM may be silent; None: 120 for a server URL, 900 for the local model
+    llm_context: int = field(
+        default_factory=lambda: int(os.environ.get("LITRAG_LLM_CONTEXT") or 4096)
+    )
+    models_dir: Path | None = field(
+        default_factory=lambda: (
+            Path(os.environ["LITRAG_MODELS"]).expanduser()
+            if os.environ.get("LITRAG_MODELS")
+            else None
+        )
+    )  # where packaged models are assembled; None: <home>/models
 
 
 def build_embed_model(s: Settings) -> Any:
@@ -72,3 +98,104 @@ def build_library(s: Settings) -> Any:
         s.home, s.collection, dense_dim=dim, url=s.qdrant_url, api_key=s.qdrant_api_key
     )
     return Library(s.home, store, embed, parser, max_bytes=int(s.max_mb * 1024 * 1024))
+
+
+# ------------------------------------------------------------------------------ answering
+def thinking_off(model: str) -> dict[str, Any]:
+    """OpenAI-call kwargs that turn Qwen3's thinking off (vLLM / SGLang chat templates)."""
+    if "qwen3" in model.lower():
+        return {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
+    return {}
+
+
+class AnswerLLM:
+    """The answering LLM and whatever runs it (the local llama.cpp server, started on demand)."""
+
+    def __init__(self, llm: Any, description: str, server: Any = None) -> None:
+        self.llm = llm
+        self.description = description
+        self.server = server
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def __enter__(self) -> AnswerLLM:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def build_answer_llm(s: Settings, max_tokens: int = 256) -> AnswerLLM:
+    """``LITRAG_LLM_URL`` through OpenAILike, else the packaged local model on llama.cpp.
+
+    Starting the local server loads the GGUF (seconds); it stops on ``close()`` or at exit.
+    Raises ``LocalModelError`` when the local model cannot start.
+    """
+    from litrag.local_llm import LlamaServer, local_model_path, openai_like
+
+    if s.llm_url:
+        llm = openai_like(
+            s.llm_url,
+            s.llm_model,
+            context_window=s.llm_context,
+            timeout=s.llm_timeout or 120.0,
+            max_tokens=max_tokens,
+            temperature=0.7,  # Qwen3's non-thinking recommendation
+            additional_kwargs=thinking_off(s.llm_model),
+        )
+        return AnswerLLM(llm, f"{s.llm_model} at {s.llm_url}")
+    path = local_model_path(s.local_llm, s.models_dir or s.home / "models")
+    server = LlamaServer(path, n_ctx=s.llm_context).start()
+    # Nothing streams until the whole prompt is read: on a busy 2-core CPU a full context takes
+    # minutes. A retry would only queue the same work again on the one local server.
+    llm = server.llm(
+        timeout=s.llm_timeout or 900.0, max_retries=0, max_tokens=max_tokens, temperature=0.0
+    )
+    return AnswerLLM(llm, f"{path.stem} (local llama.cpp)", server)
+
+
+def build_query_engine(
+    s: Settings,
+    book_ids: str | list[str],
+    *,
+    upto_chapter: Any = None,
+    llm: Any = None,
+    llm_description: str | None = None,
+    reranker: Any = None,
+    retrieval: Any = None,
+    store: Any = None,
+    embed_model: Any = None,
+    streaming: bool = True,
+) -> Any:
+    """A ``BookQueryEngine`` over the library at ``s.home`` (``llm=None``: extractive answers).
+
+    Raises ``UnknownBookError`` for books not (completely) ingested, ``StoreLockedError`` when
+    another process holds the embedded store. Pass ``store`` / ``embed_model`` to share them
+    between engines (one per conversation).
+    """
+    from litrag.ingestion.library import Library
+    from litrag.query.answer import BookQueryEngine
+    from litrag.query.retriever import BookRetriever, RetrievalSettings, check_books, loaded_books
+    from litrag.query.stores import make_vector_store
+
+    done, partial = loaded_books(Library.read_registry(s.home))
+    check_books(book_ids, done, partial)  # before opening (and locking) the store
+    settings = retrieval or RetrievalSettings.from_env(s.retrieval)
+    if store is None:
+        store = make_vector_store(s.home, s.collection, url=s.qdrant_url, api_key=s.qdrant_api_key)
+    if embed_model is None and settings.mode != "sparse":
+        embed_model = build_embed_model(s)
+    retriever = BookRetriever(
+        store,
+        embed_model,
+        book_ids,
+        upto_chapter=upto_chapter,
+        settings=settings,
+        reranker=reranker,
+        books=done,
+        partial_books=partial,
+    )
+    return BookQueryEngine(retriever, llm, streaming=streaming, answered_by=llm_description)

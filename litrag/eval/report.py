@@ -1,0 +1,203 @@
+"""Reports of a retrieval run: a Markdown table, the full JSON, and a PNG plot when possible.
+
+The Markdown puts chunk count, mean/median words and the split-span share beside every metric
+row, since longer chunks contain spans more easily; a closing "quality bar" section states, per
+mode, whether our segmenter's MRR beats every reference chunker's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from litrag.eval.retrieval import OURS, RetrievalRun
+
+_COLS = ("MRR", "Hit@1", "Hit@5", "Hit@20", "DCG@20")
+
+
+def _f(x: float) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+
+
+def metrics_table(run: RetrievalRun) -> str:
+    """One row per chunker and mode: sizes, split share, metrics over questions, MRR over books."""
+    head = ["chunker", "mode", "chunks", "mean w", "median w", "split", *_COLS, "MRR (books)"]
+    lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
+    for mode in run.config["modes"]:
+        for c in run.chunkers:
+            agg = c.modes[mode]
+            m = agg.over_questions
+            cells = [
+                c.label,
+                mode,
+                str(c.chunks),
+                f"{c.mean_words:.0f}",
+                f"{c.median_words:.0f}",
+                f"{c.split_spans:.3f}",
+                *(_f(m[k]) for k in _COLS),
+                _f(agg.over_books["MRR"]),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def mrr_matrix(run: RetrievalRun) -> str:
+    """Compact view: MRR per chunker (rows) and mode (columns)."""
+    modes = run.config["modes"]
+    lines = [
+        "| chunker | mean w | " + " | ".join(modes) + " |",
+        "|---|---:|" + "---:|" * len(modes),
+    ]
+    for c in run.chunkers:
+        cells = [_f(c.modes[m].over_questions["MRR"]) for m in modes]
+        lines.append(f"| {c.label} | {c.mean_words:.0f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def intrinsic_table(run: RetrievalRun) -> str | None:
+    rows = [c for c in run.chunkers if c.intrinsic]
+    if not rows:
+        return None
+    model = rows[0].intrinsic["model"]  # type: ignore[index]
+    lines = [
+        f"Boundary cosine (lower = cuts between less similar sentences), model `{model}`:",
+        "",
+        "| chunker | boundaries | mean cos | median cos |",
+        "|---|---:|---:|---:|",
+    ]
+    for c in rows:
+        b = c.intrinsic or {}
+        lines.append(
+            f"| {c.label} | {b['boundaries']} | {_f(b['mean_cosine'])} | {_f(b['median_cosine'])} |"
+        )
+    return "\n".join(lines)
+
+
+def timing_table(run: RetrievalRun) -> str:
+    lines = [
+        "| chunker | chunk s | embed s | store s | query s | intrinsic s |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for c in run.chunkers:
+        s = c.seconds
+        lines.append(
+            f"| {c.label} | {s['chunk']:.1f} | {s['embed']:.1f} | {s['store']:.1f} | "
+            f"{s['query']:.1f} | {s['intrinsic']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def quality_bar(run: RetrievalRun) -> list[str]:
+    """Per mode and per chunker of ours: MRR vs the best reference chunker's, with the gap."""
+    ours = [c for c in run.chunkers if c.key in OURS]
+    refs = [c for c in run.chunkers if c.key not in OURS]
+    if not ours or not refs:
+        return []
+    out = []
+    for mode in run.config["modes"]:
+        best = max(refs, key=lambda c: c.modes[mode].over_questions["MRR"])
+        b = best.modes[mode].over_questions["MRR"]
+        for c in ours:
+            m = c.modes[mode].over_questions["MRR"]
+            verdict = "beats" if m > b else "does NOT beat"
+            out.append(
+                f"- {mode}: {c.label} MRR {m:.3f} {verdict} the best reference "
+                f"({best.label}, {b:.3f}; gap {m - b:+.3f})"
+            )
+    return out
+
+
+def markdown(run: RetrievalRun, command: str | None = None) -> str:
+    cfg, env = run.config, run.environment
+    parts = ["# Retrieval evaluation", ""]
+    if command:
+        parts += ["```", command, "```", ""]
+    parts += [
+        f"{run.questions} questions over {len(run.books)} books "
+        f"({', '.join(f'{Path(b).name}: {n}' for b, n in run.books.items())}); "
+        f"dropped (span not in the book): {', '.join(run.dropped) or 'none'}.",
+        f"Retrieval within the question's book, top {cfg['top_k']} "
+        f"(fusion candidates {cfg['fusion_candidates']} per list); view `{cfg['view']}`; "
+        f"BM25 avg_len {cfg['bm25_avg_len']}, {cfg['sparse_idf']}; "
+        f"dense `{cfg['embedding_model']}`; {cfg['store']}.",
+        "Metrics over questions (MRR is MRR@k: ranks beyond k count 0); 'MRR (books)' is per "
+        "book then over books; 'split' is the share of gold spans no chunk contains whole.",
+        "",
+        "## MRR",
+        "",
+        mrr_matrix(run),
+        "",
+        "## All metrics",
+        "",
+        metrics_table(run),
+        "",
+    ]
+    bar = quality_bar(run)
+    if bar:
+        parts += ["## Quality bar (ours vs the best reference chunker, MRR)", "", *bar, ""]
+    intr = intrinsic_table(run)
+    if intr:
+        parts += ["## Intrinsic boundary metric", "", intr, ""]
+    parts += [
+        "## Timing",
+        "",
+        f"Wall {run.seconds:.0f} s, peak RSS {run.peak_rss_mb:.0f} MB; embeddings computed "
+        f"{run.embeddings_computed}, from cache {run.embeddings_cached}.",
+        "",
+        timing_table(run),
+        "",
+        "## Environment",
+        "",
+        ", ".join(f"{k} {v}" for k, v in env.items()),
+        "",
+    ]
+    return "\n".join(parts)
+
+
+def plot(run: RetrievalRun, path: Path) -> bool:
+    """MRR and Hit@5 per chunker and mode, and chunk-length distributions; False without
+    matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    modes = run.config["modes"]
+    labels = [c.label for c in run.chunkers]
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5.5))
+    width = 0.8 / max(len(modes), 1)
+    for ax, metric in zip(axes[:2], ("MRR", "Hit@5"), strict=True):
+        for j, mode in enumerate(modes):
+            vals = [c.modes[mode].over_questions[metric] for c in run.chunkers]
+            xs = [i + (j - (len(modes) - 1) / 2) * width for i in range(len(labels))]
+            ax.bar(xs, vals, width, label=mode)
+        ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
+        ax.set_ylim(0, 1)
+        ax.set_title(f"{metric} (over {run.questions} questions)")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    axes[2].boxplot([c.words for c in run.chunkers], showfliers=False)
+    axes[2].set_xticks(range(1, len(labels) + 1), labels, rotation=30, ha="right", fontsize=8)
+    axes[2].set_title("words per chunk (no outliers)")
+    axes[2].grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write_reports(run: RetrievalRun, out: Path, command: str | None = None) -> dict[str, Path]:
+    """``retrieval.md``, ``retrieval.json`` and (with matplotlib) ``retrieval.png`` in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"markdown": out / "retrieval.md", "json": out / "retrieval.json"}
+    paths["markdown"].write_text(markdown(run, command), encoding="utf-8")
+    data = run.to_json()
+    data["command"] = command
+    paths["json"].write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+    png = out / "retrieval.png"
+    if plot(run, png):
+        paths["png"] = png
+    return paths

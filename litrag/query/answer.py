@@ -1,0 +1,575 @@
+"""Cited answers: a query engine and a chat engine over ``BookRetriever``, with the paper's prompts.
+
+The prompt is the LitSeg paper's (Appendix H): its generation system prompt with the GutenQA
+suffix, and the user message "Book Title / Question / References" with one "Chunk:" per block.
+Every answer carries its sources: exactly the blocks that were in the prompt, in prompt order
+(blocks that did not fit the model's context are dropped *before* the call, so never cited).
+
+Failures of the LLM (unreachable, timed out before or during the stream, an HTTP error) do not
+raise: the answer keeps its sources and the partial text, and ``error`` says what happened in one
+line, so a CLI or UI can still show what was retrieved. Bad input (an empty question, a book not
+in the library) raises ``ValueError`` before anything runs.
+
+Without an LLM the answer is *extractive*: the sentences of the top block that share the most
+BM25 weight with the question, labelled as such in the text itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from llama_index.core.base.base_query_engine import BaseQueryEngine
+from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
+from llama_index.core.base.response.schema import RESPONSE_TYPE, Response, StreamingResponse
+from llama_index.core.bridge.pydantic import BaseModel, Field
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.chat_engine import CondenseQuestionChatEngine
+from llama_index.core.chat_engine.types import StreamingAgentChatResponse
+from llama_index.core.llms import LLM
+from llama_index.core.memory import BaseMemory
+from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from litrag.query.bm25 import BM25Index
+from litrag.query.retriever import BookRetriever
+from litrag.segment.parser import CONTEXT_JOIN
+from litrag.segment.sentences import split_sentences
+
+logger = logging.getLogger(__name__)
+
+# --------------------------------------------------------------------------------- prompts
+# The paper's generation system prompt and its GutenQA suffix (Appendix H.1).
+QA_SYSTEM_PROMPT = (
+    "You are a helpful and precise assistant for answering questions about literature works. "
+    "Your task is to answer the question based on information provided. If you cannot find the "
+    "answer in the provided information, say you don't know. Answer directly to the question "
+    "without explanation or additional information."
+)
+GUTENQA_SUFFIX = "Answer in one sentence, and be concise."
+QA_USER_TEMPLATE = "Book Title: {title}\nQuestion: {query}\nReferences:\n{references}"
+CHUNK_TEMPLATE = "Chunk: {doc}"
+
+QA_PROMPT = ChatPromptTemplate(
+    message_templates=[
+        ChatMessage(role=MessageRole.SYSTEM, content=f"{QA_SYSTEM_PROMPT} {GUTENQA_SUFFIX}"),
+        ChatMessage(role=MessageRole.USER, content=QA_USER_TEMPLATE),
+    ]
+)
+
+CONDENSE_TEMPLATE = (
+    "Here is a conversation about the book {title}, and a follow-up message from the reader. "
+    "Rewrite the follow-up as one standalone question that can be understood without the "
+    "conversation (replace pronouns with the names they refer to). If it already stands alone, "
+    "repeat it unchanged. Reply with the question only.\n\n"
+    "<Chat History>\n{chat_history}\n\n<Follow Up Message>\n{question}\n\n<Standalone question>\n"
+)
+CONDENSE_PROMPT = PromptTemplate(CONDENSE_TEMPLATE)
+
+EXTRACTIVE_LABEL = "Extractive answer (no LLM; the best-matching sentences of the top passage)"
+CHARS_PER_TOKEN = 3.0  # conservative for English prose (Qwen / Llama tokenizers give ~4)
+
+
+# --------------------------------------------------------------------------------- results
+class Source(BaseModel):
+    """One block an answer used, as cited."""
+
+    rank: int = Field(description="1-based position in the prompt (and in the retrieval order).")
+    score: float | None = Field(default=None, description="Retrieval (or reranker) score.")
+    node_id: str = Field(description="The block's node id in the vector store.")
+    book_id: str = Field(description="Book id, as `litrag books` lists it.")
+    book_title: str = Field(description="Book title.")
+    chapter_index: int = Field(description="1-based chapter in reading order (0: front matter).")
+    chapter_title: str = Field(description="Chapter heading.")
+    subtitle: str = Field(description="The block's subtitle.")
+    sentence_from: int = Field(description="First sentence of the block (1-based, in chapter).")
+    sentence_to: int = Field(description="Last sentence of the block (inclusive).")
+    text: str = Field(description="The passage, with its context sentences, as the LLM saw it.")
+
+    @classmethod
+    def from_node(cls, rank: int, nws: NodeWithScore) -> Source:
+        m = nws.node.metadata
+        return cls(
+            rank=rank,
+            score=nws.score,
+            node_id=nws.node.node_id,
+            book_id=str(m.get("book_id", "")),
+            book_title=str(m.get("title", "")),
+            chapter_index=int(m.get("chapter_index", 0)),
+            chapter_title=str(m.get("chapter_title", "")),
+            subtitle=str(m.get("subtitle", "")),
+            sentence_from=int(m.get("sentence_from", 0)),
+            sentence_to=int(m.get("sentence_to", 0)),
+            text=passage(nws),
+        )
+
+    def citation(self) -> str:
+        """One line: ``[1] Title, Chapter heading (ch. 1), sentences 48-57: subtitle``."""
+        return (
+            f"[{self.rank}] {self.book_title}, {self.chapter_title} (ch. {self.chapter_index}), "
+            f"sentences {self.sentence_from}-{self.sentence_to}: {self.subtitle}"
+        )
+
+
+AnswerMode = Literal["llm", "extractive", "none"]
+
+
+class Answer(BaseModel):
+    """A finished answer: text, the blocks it used, and what produced it."""
+
+    question: str = Field(description="The question as asked.")
+    standalone_question: str | None = Field(
+        default=None, description="In a chat: the follow-up rewritten with the history."
+    )
+    text: str = Field(description="The answer (partial when `error` is set).")
+    sources: list[Source] = Field(description="Every block the answer was given, in order.")
+    mode: AnswerMode = Field(
+        description="llm; extractive (no LLM); none (nothing retrieved, no LLM call)."
+    )
+    answered_by: str = Field(description="The LLM (or 'extractive') that produced the text.")
+    retrieval: str = Field(description="How the sources were retrieved.")
+    book_ids: list[str] = Field(description="The books searched.")
+    upto_chapter: int | dict[str, int] | None = Field(
+        default=None, description="The spoiler limit the retrieval obeyed."
+    )
+    evidence: list[str] = Field(
+        default_factory=list, description="Extractive mode: the sentences the answer quotes."
+    )
+    error: str | None = Field(default=None, description="One line, when the LLM failed.")
+
+
+@dataclass
+class _Run:
+    """What one question produced, shared by the stream and the final ``Answer``."""
+
+    question: str
+    sources: list[Source]
+    mode: AnswerMode
+    answered_by: str
+    retrieval: str
+    book_ids: list[str]
+    upto_chapter: Any
+    text: str = ""
+    evidence: list[str] = field(default_factory=list)
+    error: str | None = None
+    standalone_question: str | None = None
+    deltas: int = 0
+
+    def answer(self, text: str | None = None) -> Answer:
+        return Answer(
+            question=self.question,
+            standalone_question=self.standalone_question,
+            text=(self.text if text is None else text).strip(),
+            sources=self.sources,
+            mode=self.mode,
+            answered_by=self.answered_by,
+            retrieval=self.retrieval,
+            book_ids=self.book_ids,
+            upto_chapter=self.upto_chapter,
+            evidence=self.evidence,
+            error=self.error,
+        )
+
+
+RUN_KEY = "litrag_run"
+
+
+class AnswerStream:
+    """An answer on its way: iterate for text pieces; ``sources`` are known before the first.
+
+    >>> stream = engine.ask("Who is Buck's last master?")   # doctest: +SKIP
+    >>> for piece in stream: print(piece, end="")            # doctest: +SKIP
+    >>> stream.answer().sources                              # doctest: +SKIP
+    """
+
+    def __init__(self, pieces: Iterator[str] | None, run: _Run) -> None:
+        self._pieces = pieces
+        self._run = run
+        self._text = "" if pieces is not None else run.text
+        self._done = pieces is None
+
+    @classmethod
+    def from_response(cls, response: RESPONSE_TYPE) -> AnswerStream:
+        run = (response.metadata or {}).get(RUN_KEY)
+        if not isinstance(run, _Run):
+            raise TypeError("not a response of BookQueryEngine")
+        if isinstance(response, StreamingResponse):
+            return cls(iter(response.response_gen), run)
+        return cls(None, run)
+
+    @property
+    def sources(self) -> list[Source]:
+        return self._run.sources
+
+    @property
+    def mode(self) -> AnswerMode:
+        return self._run.mode
+
+    @property
+    def answered_by(self) -> str:
+        return self._run.answered_by
+
+    @property
+    def error(self) -> str | None:
+        """Set once the stream ended on an LLM failure."""
+        return self._run.error
+
+    @property
+    def standalone_question(self) -> str | None:
+        return self._run.standalone_question
+
+    def __iter__(self) -> Iterator[str]:
+        if self._done:
+            if self._pieces is None and self._text:
+                self._pieces = iter(())  # a finished answer is yielded once
+                yield self._text
+            return
+        assert self._pieces is not None
+        for piece in self._pieces:
+            if piece:
+                self._text += piece
+                yield piece
+        self._done = True
+
+    def answer(self) -> Answer:
+        """The finished answer (consumes whatever is left of the stream)."""
+        for _ in self:
+            pass
+        return self._run.answer(self._text)
+
+
+# --------------------------------------------------------------------------------- helpers
+def passage(nws: NodeWithScore) -> str:
+    """The block as the reader (and the LLM) should see it: context sentences around the text."""
+    node = nws.node
+    m = node.metadata
+    body = node.get_content()
+    before, after = m.get("context_before") or "", m.get("context_after") or ""
+    return f"{before + CONTEXT_JOIN if before else ''}{body}{CONTEXT_JOIN + after if after else ''}"
+
+
+def format_chunk(nws: NodeWithScore, text: str | None = None) -> str:
+    """One "Chunk:" of the references: the chapter and subtitle on a line, then the passage."""
+    m = nws.node.metadata
+    head = " - ".join(str(x) for x in (m.get("chapter_title"), m.get("subtitle")) if x)
+    body = passage(nws) if text is None else text
+    return CHUNK_TEMPLATE.format(doc=f"[{head}]\n{body}" if head else body)
+
+
+def estimate_tokens(text: str) -> int:
+    return int(len(text) / CHARS_PER_TOKEN) + 1
+
+
+def fit_to_context(
+    nodes: Sequence[NodeWithScore], budget_tokens: int
+) -> list[tuple[NodeWithScore, str]]:
+    """Blocks (best first) with their chunk text, as many as fit ``budget_tokens``.
+
+    The first block is always kept (cut if it alone is too long); later ones that do not fit are
+    dropped, so the sources are exactly what the LLM read.
+    """
+    out: list[tuple[NodeWithScore, str]] = []
+    used = 0
+    for nws in nodes:
+        chunk = format_chunk(nws)
+        cost = estimate_tokens(chunk) + 2
+        if used + cost > budget_tokens:
+            if out:
+                break
+            keep = max(int((budget_tokens - 2) * CHARS_PER_TOKEN), 200)
+            chunk = chunk[:keep] + " [...]"
+            cost = budget_tokens
+        out.append((nws, chunk))
+        used += cost
+    return out
+
+
+def extractive_answer(
+    question: str, nws: NodeWithScore, max_sentences: int = 2
+) -> tuple[str, list[str]]:
+    """The sentences of ``nws`` sharing the most BM25 weight with the question, in text order."""
+    sentences = split_sentences(nws.node.get_content())
+    if not sentences:
+        return f"{EXTRACTIVE_LABEL}: the top passage is empty.", []
+    index = BM25Index([s.text for s in sentences])
+    best = [i for i, score in index.search(question, top_k=max_sentences) if score > 0]
+    if not best:
+        return (
+            f"{EXTRACTIVE_LABEL}: no sentence of the top passage shares a word with the "
+            "question; read the passages below.",
+            [],
+        )
+    evidence = [sentences[i].flat for i in sorted(best)]
+    return f"{EXTRACTIVE_LABEL}: " + " ... ".join(evidence), evidence
+
+
+def describe_llm_error(exc: BaseException, *, midstream: bool, api_base: str = "") -> str:
+    """One line for a failed LLM call: unreachable, timed out (before or mid-answer), or HTTP."""
+    import httpx
+
+    try:
+        import openai
+    except ImportError:  # pragma: no cover - openai comes with llama-index-llms-openai-like
+        openai = None  # type: ignore[assignment]
+    where = f" at {api_base}" if api_base else ""
+    timeout = isinstance(exc, httpx.TimeoutException) or (
+        openai is not None and isinstance(exc, openai.APITimeoutError)
+    )
+    if timeout:
+        if midstream:
+            return f"the LLM{where} timed out mid-answer (the text above is partial)"
+        return f"the LLM{where} did not answer in time (timed out)"
+    if midstream:
+        return f"the LLM{where} failed mid-answer ({type(exc).__name__}: {exc}); text is partial"
+    if isinstance(exc, httpx.ConnectError | ConnectionError) or (
+        openai is not None and isinstance(exc, openai.APIConnectionError)
+    ):
+        return f"cannot reach the LLM server{where} ({_cause(exc)})"
+    if openai is not None and isinstance(exc, openai.APIStatusError):
+        return f"the LLM server{where} answered HTTP {exc.status_code}: {_first_line(exc)}"
+    return f"the LLM{where} failed: {type(exc).__name__}: {_first_line(exc)}"
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
+
+
+def _cause(exc: BaseException) -> str:
+    inner: BaseException = exc
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    return _first_line(inner)
+
+
+def llm_name(llm: LLM | None) -> str:
+    if llm is None:
+        return "extractive (no LLM)"
+    model = getattr(llm, "model", None) or getattr(llm.metadata, "model_name", "") or "LLM"
+    base = getattr(llm, "api_base", None)
+    return f"{model} at {base}" if base else str(model)
+
+
+# --------------------------------------------------------------------------------- engines
+class BookQueryEngine(BaseQueryEngine):
+    """Retrieve blocks of the selected book(s), answer from them with the paper's prompt.
+
+    ``query()`` returns a LlamaIndex ``StreamingResponse`` (or ``Response`` when
+    ``streaming=False``) whose ``source_nodes`` are the blocks in the prompt and whose
+    ``metadata[RUN_KEY]`` feeds ``AnswerStream``; ``ask()`` wraps that. One engine per
+    conversation: the retriever holds the book selection and spoiler limit.
+    """
+
+    def __init__(
+        self,
+        retriever: BookRetriever,
+        llm: LLM | None = None,
+        *,
+        qa_prompt: ChatPromptTemplate | None = None,
+        streaming: bool = True,
+        answer_tokens: int = 256,
+        answered_by: str | None = None,
+        callback_manager: CallbackManager | None = None,
+    ) -> None:
+        super().__init__(callback_manager=callback_manager)
+        self.retriever = retriever
+        self.llm = llm
+        self.qa_prompt = qa_prompt or QA_PROMPT
+        self.streaming = streaming
+        self.answer_tokens = answer_tokens
+        self.answered_by = answered_by or llm_name(llm)
+
+    # PromptMixin: lets `engine.update_prompts({"qa_prompt": ...})` swap the prompt.
+    def _get_prompts(self) -> PromptDictType:
+        return {"qa_prompt": self.qa_prompt}
+
+    def _update_prompts(self, prompts: PromptDictType) -> None:
+        if "qa_prompt" in prompts:
+            self.qa_prompt = prompts["qa_prompt"]  # type: ignore[assignment]
+
+    def _get_prompt_modules(self) -> PromptMixinType:
+        return {}
+
+    def retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self.retriever.retrieve(query_bundle)
+
+    @property
+    def title(self) -> str:
+        return "; ".join(self.retriever.titles)
+
+    def messages(self, question: str, chunks: Sequence[str]) -> list[ChatMessage]:
+        """The chat sent to the LLM for ``question`` and these formatted chunks."""
+        return self.qa_prompt.format_messages(
+            title=self.title, query=question, references="\n\n".join(chunks)
+        )
+
+    def _budget(self) -> int:
+        assert self.llm is not None
+        window = self.llm.metadata.context_window
+        overhead = estimate_tokens(self.messages("", [])[0].content or "") + 150
+        return max(window - self.answer_tokens - overhead, 256)
+
+    def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
+        question = query_bundle.query_str.strip()
+        if not question:
+            raise ValueError("the question is empty")
+        nodes = self.retrieve(QueryBundle(question))
+        run = _Run(
+            question=question,
+            sources=[],
+            mode="llm",
+            answered_by=self.answered_by,
+            retrieval=self.retriever.describe(),
+            book_ids=list(self.retriever.book_ids),
+            upto_chapter=self.retriever.upto_chapter,
+        )
+        meta = {RUN_KEY: run}
+        if not nodes:
+            limit = self.retriever.upto_chapter
+            upto = f" up to chapter {limit}" if isinstance(limit, int) else ""
+            run.mode, run.answered_by = "none", "nothing retrieved"
+            run.text = f"Nothing in {self.title}{upto} matches the question."
+            return self._respond(run, [], meta)
+        llm = self.llm
+        if llm is None:
+            top = nodes[0]
+            run.mode, run.answered_by = "extractive", llm_name(None)
+            run.sources = [Source.from_node(1, top)]
+            run.text, run.evidence = extractive_answer(question, top)
+            return self._respond(run, [top], meta)
+        fitted = fit_to_context(nodes, self._budget())
+        used = [n for n, _ in fitted]
+        run.sources = [Source.from_node(i, n) for i, n in enumerate(used, start=1)]
+        messages = self.messages(question, [c for _, c in fitted])
+        if self.streaming:
+            pieces = self._guarded(lambda: llm.stream_chat(messages), run)
+            return StreamingResponse(response_gen=pieces, source_nodes=used, metadata=meta)
+        for _ in self._guarded(lambda: iter([llm.chat(messages)]), run, full=True):
+            pass
+        return Response(run.text, source_nodes=used, metadata=meta)
+
+    def _respond(self, run: _Run, used: list[NodeWithScore], meta: dict[str, Any]) -> RESPONSE_TYPE:
+        if self.streaming:
+            return StreamingResponse(
+                response_gen=iter([run.text]), source_nodes=used, metadata=meta
+            )
+        return Response(run.text, source_nodes=used, metadata=meta)
+
+    def _guarded(
+        self, start: Callable[[], Iterator[ChatResponse]], run: _Run, full: bool = False
+    ) -> Iterator[str]:
+        """Text pieces of the LLM's reply; a failure ends the stream and is kept in ``run``."""
+        try:
+            for r in start():
+                piece = (r.message.content or "") if full else (r.delta or "")
+                if piece:
+                    run.text += piece
+                    run.deltas += 1
+                    yield piece
+        except Exception as exc:  # network, timeout, HTTP: keep the sources, report one line
+            run.error = describe_llm_error(
+                exc, midstream=run.deltas > 0, api_base=str(getattr(self.llm, "api_base", ""))
+            )
+            logger.warning("LLM call failed: %s", run.error, exc_info=logger.isEnabledFor(10))
+
+    async def _aquery(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
+        return self._query(query_bundle)
+
+    def ask(self, question: str) -> AnswerStream:
+        """Answer ``question``; iterate the result for text, then ``.answer()``."""
+        return AnswerStream.from_response(self.query(question))
+
+
+class BookChatEngine(CondenseQuestionChatEngine):
+    """``CondenseQuestionChatEngine`` over ``BookQueryEngine``: follow-ups are rewritten into
+    standalone questions with the history, then answered (and cited) like a first question.
+
+    Streaming runs in the caller's thread (the stock engine's writer thread polls a queue with
+    ``sleep(0)``, a busy core taken from the LLM on a small machine); the answer is written to
+    memory when the stream ends. A failed rewrite falls back to the message as typed.
+    """
+
+    def __init__(
+        self,
+        query_engine: BookQueryEngine,
+        condense_question_prompt: PromptTemplate,
+        memory: BaseMemory,
+        llm: LLM,
+        verbose: bool = False,
+        callback_manager: CallbackManager | None = None,
+    ) -> None:
+        super().__init__(
+            query_engine, condense_question_prompt, memory, llm, verbose, callback_manager
+        )
+        self.book_engine = query_engine
+
+    @classmethod
+    def for_engine(
+        cls, query_engine: BookQueryEngine, memory: BaseMemory | None = None
+    ) -> BookChatEngine:
+        if query_engine.llm is None:
+            raise ValueError("a chat engine needs an LLM (without one, use the query engine)")
+        from llama_index.core.memory import ChatMemoryBuffer
+
+        llm = query_engine.llm
+        memory = memory or ChatMemoryBuffer.from_defaults(
+            token_limit=max(llm.metadata.context_window // 4, 256)
+        )
+        prompt = CONDENSE_PROMPT.partial_format(title=query_engine.title)
+        return cls(query_engine, prompt, memory, llm)
+
+    def _condense_question(self, chat_history: list[ChatMessage], last_message: str) -> str:
+        try:
+            raw = super()._condense_question(chat_history, last_message)
+        except Exception as exc:
+            logger.warning("rewriting the follow-up failed (%s); using it as typed", exc)
+            return last_message
+        lines = [ln.strip().strip('"').strip() for ln in str(raw).splitlines() if ln.strip()]
+        return lines[0] if lines else last_message
+
+    def stream_chat(
+        self, message: str, chat_history: list[ChatMessage] | None = None
+    ) -> StreamingAgentChatResponse:
+        if not message.strip():
+            raise ValueError("the question is empty")
+        chat_history = chat_history or self._memory.get(input=message)
+        standalone = self._condense_question(chat_history, message)
+        response = self._query_engine.query(standalone)
+        tool_output = self._get_tool_output_from_response(standalone, response)
+        run = (response.metadata or {}).get(RUN_KEY)
+        if isinstance(run, _Run):
+            run.question, run.standalone_question = message, standalone
+        self._memory.put(ChatMessage(role=MessageRole.USER, content=message))
+        pieces = (
+            response.response_gen
+            if isinstance(response, StreamingResponse)
+            else iter([str(response)])
+        )
+        return StreamingAgentChatResponse(
+            chat_stream=self._remembered(pieces),
+            sources=[tool_output],
+            source_nodes=list(response.source_nodes),
+            is_writing_to_memory=False,
+        )
+
+    def _remembered(self, pieces: Iterator[str]) -> Iterator[ChatResponse]:
+        text = ""
+        try:
+            for piece in pieces:
+                text += piece
+                yield ChatResponse(
+                    message=ChatMessage(role=MessageRole.ASSISTANT, content=text), delta=piece
+                )
+        finally:
+            self._memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=text.strip()))
+
+    def ask(self, message: str) -> AnswerStream:
+        """A chat turn as an ``AnswerStream`` (``standalone_question`` shows the rewrite)."""
+        response = self.stream_chat(message)
+        raw = response.sources[0].raw_output
+        run = (raw.metadata or {}).get(RUN_KEY)
+        assert isinstance(run, _Run)
+        return AnswerStream((r.delta or "" for r in response.chat_stream or iter(())), run)

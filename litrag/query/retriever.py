@@ -1,0 +1,324 @@
+"""Hybrid (dense + BM25) retrieval inside the selected book(s), with a hard spoiler limit.
+
+The spoiler limit ("I have read up to chapter N") is a ``chapter_index <= N`` condition in the
+vector-store query itself, so a later block can never reach the reranker, the prompt or the
+sources; a prompt instruction would only ask the LLM to keep quiet about text it has seen.
+Chapter 0 (front matter) is always allowed: it comes before chapter 1.
+
+Fusion is the vector store's own ``HYBRID`` query (LlamaIndex's relative-score fusion, ``alpha``
+weighting the dense list), so it runs unchanged on the embedded Edge store and on a Qdrant server.
+Two presets:
+
+- ``embedded`` (default): the packaged MiniLM embedder is weak next to BM25 on novels (MODELS.md:
+  BM25 alone beats equal-weight fusion for every chunker), so fusion leans on BM25 (``alpha`` 0.3)
+  and no reranker runs; top 5.
+- ``paper``: the LitSeg paper's candidates, dense top 18 ∪ BM25 top 2 (``candidates`` 20 keeps the
+  whole union), then a reranker (e.g. ``Qwen3Reranker``) to the top 5.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import BaseModel, Field
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import (
+    BasePydanticVectorStore,
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+    VectorStoreQuery,
+    VectorStoreQueryMode,
+)
+
+logger = logging.getLogger(__name__)
+
+Preset = Literal["embedded", "paper"]
+SpoilerLimit = int | Mapping[str, int] | None
+
+_MODES = {
+    "hybrid": VectorStoreQueryMode.HYBRID,
+    "dense": VectorStoreQueryMode.DEFAULT,
+    "sparse": VectorStoreQueryMode.SPARSE,
+}
+
+
+class UnknownBookError(ValueError):
+    """A book id that is not (completely) in the library; the message lists the loaded books."""
+
+    def __init__(self, missing: Sequence[str], loaded: Mapping[str, str], note: str = "") -> None:
+        self.missing = list(missing)
+        self.loaded = dict(loaded)
+        names = ", ".join(repr(b) for b in self.missing)
+        if loaded:
+            have = "; ".join(f"{k} ({v})" for k, v in sorted(self.loaded.items()))
+            where = f"loaded books: {have}"
+        else:
+            where = "the library is empty (add books with: litrag ingest BOOK.txt)"
+        s = "s" if len(self.missing) > 1 else ""
+        super().__init__(f"no book{s} {names} in the library{note}; {where}")
+
+
+class RetrievalSettings(BaseModel):
+    """How candidates are found and cut; one preset per backend, every knob overridable."""
+
+    preset: Preset = Field(default="embedded", description="Which preset these values came from.")
+    mode: Literal["hybrid", "dense", "sparse"] = Field(
+        default="hybrid", description="Store query mode: dense + BM25 fused, or one of them alone."
+    )
+    dense_top_k: int = Field(default=10, ge=1, description="Dense (embedding) candidates.")
+    sparse_top_k: int = Field(default=10, ge=1, description="BM25 candidates.")
+    alpha: float = Field(
+        default=0.3,
+        ge=0.0,
+        le=1.0,
+        description="Weight of the dense list in relative-score fusion (1 - alpha for BM25).",
+    )
+    candidates: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Fused list length handed to the reranker. None: top_k without a reranker, the whole "
+            "union (dense_top_k + sparse_top_k) with one."
+        ),
+    )
+    top_k: int = Field(default=5, ge=1, description="Blocks returned (and given to the LLM).")
+
+    @classmethod
+    def from_preset(cls, preset: str = "embedded", **overrides: Any) -> RetrievalSettings:
+        if preset not in PRESETS:
+            raise ValueError(f"unknown retrieval preset {preset!r}: use one of {sorted(PRESETS)}")
+        values = {**PRESETS[preset], **{k: v for k, v in overrides.items() if v is not None}}
+        return cls(preset=preset, **values)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, preset: str | None = None) -> RetrievalSettings:
+        """``LITRAG_RETRIEVAL`` (preset) and ``LITRAG_RETRIEVAL_<FIELD>`` overrides."""
+        name = preset or os.environ.get("LITRAG_RETRIEVAL") or "embedded"
+        overrides: dict[str, Any] = {}
+        for key, kind in (
+            ("mode", str),
+            ("dense_top_k", int),
+            ("sparse_top_k", int),
+            ("alpha", float),
+            ("candidates", int),
+            ("top_k", int),
+        ):
+            raw = os.environ.get(f"LITRAG_RETRIEVAL_{key.upper()}")
+            if raw:
+                overrides[key] = kind(raw)
+        return cls.from_preset(name, **overrides)
+
+    def candidate_count(self, reranking: bool) -> int:
+        if self.candidates is not None:
+            return max(self.candidates, self.top_k)
+        return self.dense_top_k + self.sparse_top_k if reranking else self.top_k
+
+    def describe(self, reranker: str | None = None) -> str:
+        if self.mode == "hybrid":
+            how = (
+                f"hybrid dense top {self.dense_top_k} + BM25 top {self.sparse_top_k} "
+                f"(alpha {self.alpha:g})"
+            )
+        elif self.mode == "dense":
+            how = f"dense top {self.dense_top_k}"
+        else:
+            how = f"BM25 top {self.sparse_top_k}"
+        rr = f", reranked by {reranker}" if reranker else ", no reranker"
+        return f"{self.preset}: {how}{rr}, top {self.top_k}"
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "embedded": {"mode": "hybrid", "dense_top_k": 10, "sparse_top_k": 10, "alpha": 0.3, "top_k": 5},
+    "paper": {
+        "mode": "hybrid",
+        "dense_top_k": 18,
+        "sparse_top_k": 2,
+        "alpha": 0.5,
+        "candidates": 20,
+        "top_k": 5,
+    },
+}
+
+
+def book_filters(book_ids: Sequence[str], upto_chapter: SpoilerLimit = None) -> MetadataFilters:
+    """The store filter: these books only, and within each no chapter past its limit.
+
+    ``upto_chapter`` is one limit for every book, or a ``{book_id: N}`` map (books missing from
+    the map are unlimited).
+    """
+    if not book_ids:
+        raise ValueError("choose at least one book")
+    books = list(dict.fromkeys(book_ids))
+    in_books = MetadataFilter(key="book_id", value=books, operator=FilterOperator.IN)
+    if upto_chapter is None:
+        return MetadataFilters(filters=[in_books])
+    if not isinstance(upto_chapter, Mapping):
+        return MetadataFilters(
+            filters=[in_books, _chapter_at_most(_check_limit(upto_chapter))],
+            condition=FilterCondition.AND,
+        )
+    limits = {b: _check_limit(n) for b, n in upto_chapter.items() if b in books}
+    free = [b for b in books if b not in limits]
+    parts: list[MetadataFilter | MetadataFilters] = [
+        MetadataFilters(
+            filters=[
+                MetadataFilter(key="book_id", value=b, operator=FilterOperator.EQ),
+                _chapter_at_most(n),
+            ],
+            condition=FilterCondition.AND,
+        )
+        for b, n in limits.items()
+    ]
+    if free:
+        parts.append(MetadataFilter(key="book_id", value=free, operator=FilterOperator.IN))
+    return MetadataFilters(filters=parts, condition=FilterCondition.OR)
+
+
+def _chapter_at_most(n: int) -> MetadataFilter:
+    return MetadataFilter(key="chapter_index", value=n, operator=FilterOperator.LTE)
+
+
+def _check_limit(n: Any) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"a spoiler limit is a chapter number >= 0, got {n!r}")
+    return n
+
+
+def within_limit(node: Any, upto_chapter: SpoilerLimit) -> bool:
+    """True when ``node`` (its metadata) is inside the spoiler limit."""
+    if upto_chapter is None:
+        return True
+    meta = node.metadata
+    limit = (
+        upto_chapter.get(meta.get("book_id")) if isinstance(upto_chapter, Mapping) else upto_chapter
+    )
+    return limit is None or int(meta.get("chapter_index", 0)) <= limit
+
+
+def loaded_books(records: Iterable[Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """``({id: title} complete, {id: title} still ingesting)`` from registry rows."""
+    done: dict[str, str] = {}
+    partial: dict[str, str] = {}
+    for r in records:
+        (done if getattr(r, "status", "complete") == "complete" else partial)[r.book_id] = r.title
+    return done, partial
+
+
+def check_books(
+    book_ids: str | Sequence[str],
+    books: Mapping[str, str],
+    partial_books: Mapping[str, str] | None = None,
+) -> None:
+    """Raise ``UnknownBookError`` (listing the loaded books) unless every id is loaded."""
+    ids = [book_ids] if isinstance(book_ids, str) else list(book_ids)
+    partial = [b for b in ids if b in (partial_books or {})]
+    if partial:
+        raise UnknownBookError(partial, books, note=" yet (its ingest did not finish: rerun it)")
+    missing = [b for b in ids if b not in books]
+    if missing:
+        raise UnknownBookError(missing, books)
+
+
+class BookRetriever(BaseRetriever):
+    """Blocks of the selected book(s) for a question, none past the spoiler limit.
+
+    ``books`` (``{book_id: title}``, e.g. from ``loaded_books(Library.read_registry(home))``)
+    makes unknown ids fail early with the list of loaded books; without it any id is queried.
+    ``reranker`` is any LlamaIndex node postprocessor; it sees the fused candidates and its
+    order is kept, cut to ``settings.top_k``.
+    """
+
+    def __init__(
+        self,
+        vector_store: BasePydanticVectorStore,
+        embed_model: BaseEmbedding | None,
+        book_ids: str | Sequence[str],
+        *,
+        upto_chapter: SpoilerLimit = None,
+        settings: RetrievalSettings | None = None,
+        reranker: BaseNodePostprocessor | None = None,
+        books: Mapping[str, str] | None = None,
+        partial_books: Mapping[str, str] | None = None,
+        callback_manager: CallbackManager | None = None,
+    ) -> None:
+        super().__init__(callback_manager=callback_manager)
+        self.vector_store = vector_store
+        self.embed_model = embed_model
+        self.settings = settings or RetrievalSettings.from_preset("embedded")
+        self.reranker = reranker
+        self.books = dict(books) if books is not None else None
+        self.partial_books = dict(partial_books or {})
+        if self.settings.mode != "sparse" and embed_model is None:
+            raise ValueError(f"{self.settings.mode} retrieval needs an embedding model")
+        self.select(book_ids, upto_chapter)
+
+    def select(self, book_ids: str | Sequence[str], upto_chapter: SpoilerLimit = None) -> None:
+        """Change the books and the spoiler limit (validated now, not at the first question)."""
+        ids = [book_ids] if isinstance(book_ids, str) else list(dict.fromkeys(book_ids))
+        if self.books is not None:
+            check_books(ids, self.books, self.partial_books)
+        self._filters = book_filters(ids, upto_chapter)  # validates both arguments
+        self.book_ids = ids
+        self.upto_chapter = upto_chapter
+
+    @property
+    def filters(self) -> MetadataFilters:
+        return self._filters
+
+    @property
+    def titles(self) -> list[str]:
+        """Titles of the selected books (ids where the titles are unknown)."""
+        return [(self.books or {}).get(b, b) for b in self.book_ids]
+
+    def describe(self) -> str:
+        name = type(self.reranker).__name__ if self.reranker is not None else None
+        return self.settings.describe(name)
+
+    def vector_query(self, question: str) -> VectorStoreQuery:
+        """The store query for ``question``: the spoiler limit is in its ``filters``."""
+        s = self.settings
+        mode = _MODES[s.mode]
+        first_k = s.sparse_top_k if mode == VectorStoreQueryMode.SPARSE else s.dense_top_k
+        embedding = None
+        if mode != VectorStoreQueryMode.SPARSE:
+            assert self.embed_model is not None
+            embedding = self.embed_model.get_query_embedding(question)
+        return VectorStoreQuery(
+            query_embedding=embedding,
+            query_str=question,
+            similarity_top_k=first_k,
+            sparse_top_k=s.sparse_top_k,
+            hybrid_top_k=s.candidate_count(self.reranker is not None),
+            alpha=s.alpha,
+            mode=mode,
+            filters=self._filters,
+        )
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        question = query_bundle.query_str.strip()
+        if not question:
+            raise ValueError("the question is empty")
+        result = self.vector_store.query(self.vector_query(question))
+        sims = result.similarities or [None] * len(result.nodes or [])
+        nodes = [
+            NodeWithScore(node=n, score=s) for n, s in zip(result.nodes or [], sims, strict=True)
+        ]
+        if self.settings.mode != "hybrid":
+            nodes = nodes[: self.settings.candidate_count(self.reranker is not None)]
+        # Defence in depth: the store already filtered; a leak here would be a store bug.
+        kept = [n for n in nodes if n.node.metadata.get("book_id") in self.book_ids]
+        kept = [n for n in kept if within_limit(n.node, self.upto_chapter)]
+        if len(kept) != len(nodes):
+            logger.error("the store returned %d blocks outside the filter", len(nodes) - len(kept))
+        if self.reranker is not None and kept:
+            kept = self.reranker.postprocess_nodes(kept, query_bundle=query_bundle)
+        return kept[: self.settings.top_k]

@@ -1,0 +1,307 @@
+"""Answering on real ingested books: the paper's prompt layout, extractive answers, the query and
+chat engines streaming from a real llama.cpp server (SmolLM2: plumbing, not quality), and the
+failures a reader can meet (LLM unreachable, LLM stalling mid-answer), in the API and in
+``litrag ask``."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from llama_index.core.base.llms.types import MessageRole
+from test_retriever import ALICE, WILD, ingested_shelf
+
+from litrag.config import Settings, build_embed_model, build_query_engine, thinking_off
+from litrag.local_llm import openai_like
+from litrag.query.answer import (
+    EXTRACTIVE_LABEL,
+    GUTENQA_SUFFIX,
+    QA_SYSTEM_PROMPT,
+    AnswerStream,
+    BookChatEngine,
+    BookQueryEngine,
+    estimate_tokens,
+    fit_to_context,
+)
+from litrag.query.retriever import RetrievalSettings
+
+FATHER = "What kind of dog was Buck's father?"  # The Call of the Wild, chapter I
+
+
+@pytest.fixture(scope="module")
+def home(books_dir, tmp_path_factory) -> Path:
+    return ingested_shelf(books_dir, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def embed(home):
+    return build_embed_model(Settings(home=home))
+
+
+@pytest.fixture
+def engine_for(home, embed) -> Iterator:
+    """``engine_for(book_ids, llm=None, upto=None)``, all on one store that is closed after the
+    test (one opener per embedded store), so ``litrag ask`` subprocesses can open it."""
+    opened: list = []
+
+    def make(book_ids, llm=None, upto=None, top_k=None) -> BookQueryEngine:
+        retrieval = RetrievalSettings.from_preset("embedded", top_k=top_k)
+        e = build_query_engine(
+            Settings(home=home),
+            book_ids,
+            upto_chapter=upto,
+            llm=llm,
+            retrieval=retrieval,
+            embed_model=embed,
+            store=opened[0] if opened else None,
+        )
+        if not opened:
+            opened.append(e.retriever.vector_store)
+        return e
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+def store_ids(engine: BookQueryEngine, book_id: str) -> set[str]:
+    return {
+        n.node_id
+        for n in engine.retriever.vector_store.get_nodes()
+        if n.metadata["book_id"] == book_id
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --------------------------------------------------------------------------- prompt, no LLM
+def test_prompt_is_the_papers_layout(engine_for):
+    engine = engine_for(WILD)
+    nodes = engine.retriever.retrieve(FATHER)
+    chunks = [c for _, c in fit_to_context(nodes, 10_000)]
+    system, user = engine.messages(FATHER, chunks)
+    assert system.role == MessageRole.SYSTEM and user.role == MessageRole.USER
+    assert system.content == f"{QA_SYSTEM_PROMPT} {GUTENQA_SUFFIX}"
+    head = f"Book Title: The Call of the Wild\nQuestion: {FATHER}\nReferences:\nChunk: ["
+    assert user.content.startswith(head)
+    assert user.content.count("\nChunk: [") == len(nodes) == 5
+    first = nodes[0].node
+    assert f"[{first.metadata['chapter_title']} - {first.metadata['subtitle']}]" in user.content
+    assert first.get_content() in user.content
+
+
+def test_blocks_that_do_not_fit_are_neither_sent_nor_cited(engine_for):
+    engine = engine_for(WILD)
+    nodes = engine.retriever.retrieve(FATHER)
+    one = fit_to_context(nodes, 150)  # room for less than one block: the best one, cut
+    assert [n for n, _ in one] == nodes[:1] and one[0][1].endswith("[...]")
+    need = sum(estimate_tokens(c) + 2 for _, c in fit_to_context(nodes[:2], 10**6))
+    assert len(fit_to_context(nodes, need)) == 2
+    assert len(fit_to_context(nodes, need - 1)) == 1
+
+
+def test_extractive_answer_without_llm(engine_for):
+    answer = engine_for(WILD).ask(FATHER).answer()
+    assert answer.mode == "extractive" and answer.error is None
+    assert answer.text.startswith(EXTRACTIVE_LABEL)
+    assert "St. Bernard" in answer.text
+    (src,) = answer.sources
+    assert src.book_id == WILD and src.chapter_index == 1
+    assert answer.evidence and all(s in " ".join(src.text.split()) for s in answer.evidence)
+    assert 1 <= src.sentence_from <= src.sentence_to
+
+
+def test_nothing_retrieved_says_so_without_calling_an_llm(engine_for):
+    dead = openai_like(f"http://127.0.0.1:{free_port()}/v1", max_retries=0, timeout=2)
+    answer = engine_for(WILD, llm=dead, upto=0).ask(FATHER).answer()
+    assert answer.mode == "none" and answer.sources == [] and answer.error is None
+    assert "Nothing in The Call of the Wild up to chapter 0" in answer.text
+
+
+def test_empty_question_raises(engine_for):
+    with pytest.raises(ValueError, match="empty"):
+        engine_for(WILD).ask("  \n")
+
+
+def test_thinking_off_only_for_qwen3():
+    assert thinking_off("Qwen/Qwen3-8B") == {
+        "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}
+    }
+    assert thinking_off("local") == {}
+
+
+# --------------------------------------------------------------------------- failing LLMs
+class StallingLLM(BaseHTTPRequestHandler):
+    """An OpenAI-compatible chat endpoint that streams two pieces, then hangs."""
+
+    protocol_version = "HTTP/1.0"  # no length: the body ends when the connection closes
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for piece in ("Buck's father", " was"):
+            chunk = {
+                "id": "c1",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "stall",
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": piece},
+                        "finish_reason": None,
+                    }
+                ],
+            }
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+        self.server.release.wait(60)  # type: ignore[attr-defined]
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def stalling_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StallingLLM)
+    server.daemon_threads = True
+    server.release = threading.Event()  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.release.set()  # type: ignore[attr-defined]
+    server.shutdown()
+    server.server_close()
+
+
+def test_unreachable_llm_keeps_the_sources(engine_for):
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    stream = engine_for(WILD, llm=openai_like(url, max_retries=0, timeout=5)).ask(FATHER)
+    assert len(stream.sources) == 5  # known before any token
+    assert list(stream) == []
+    answer = stream.answer()
+    assert answer.text == "" and len(answer.sources) == 5
+    assert answer.error.startswith(f"cannot reach the LLM server at {url}")
+
+
+def test_llm_timeout_mid_stream_keeps_the_partial_answer(engine_for, stalling_url):
+    llm = openai_like(stalling_url, max_retries=0, timeout=1.5)
+    stream = engine_for(WILD, llm=llm).ask(FATHER)
+    assert list(stream) == ["Buck's father", " was"]
+    answer = stream.answer()
+    assert answer.text == "Buck's father was" and len(answer.sources) == 5
+    assert "timed out mid-answer" in answer.error
+
+
+# --------------------------------------------------------------------------- real LLM server
+@pytest.mark.llm
+def test_query_engine_streams_a_cited_answer(engine_for, llama_server):
+    engine = engine_for(WILD, llm=llama_server.llm(max_tokens=48, timeout=600))
+    response = engine.query(FATHER)  # the LlamaIndex interface: a StreamingResponse
+    stream = AnswerStream.from_response(response)
+    assert len(stream.sources) == 5  # known before the first token
+    pieces = list(stream)
+    answer = stream.answer()
+    assert len(pieces) > 1 and answer.text == "".join(pieces).strip() and answer.text
+    assert answer.mode == "llm" and answer.error is None and answer.answered_by
+    real = store_ids(engine, WILD)
+    assert [n.node.node_id for n in response.source_nodes] == [s.node_id for s in answer.sources]
+    assert [s.rank for s in answer.sources] == [1, 2, 3, 4, 5]
+    assert {s.node_id for s in answer.sources} <= real
+    assert all(s.book_id == WILD and s.text for s in answer.sources)
+
+
+@pytest.mark.llm
+def test_late_chapter_question_with_an_early_limit(engine_for, llama_server):
+    question = "What is a Caucus-race, and who wins it?"  # Alice, chapter III
+    llm = llama_server.llm(max_tokens=32, timeout=600)
+    free = engine_for(ALICE).retriever.retrieve(question)
+    assert free[0].node.metadata["chapter_index"] == 3  # the question is about chapter 3
+    stream = engine_for(ALICE, llm=llm, upto=1).ask(question)
+    pieces = list(stream)
+    limited = stream.answer()
+    assert len(pieces) > 1 and limited.error is None and limited.upto_chapter == 1
+    assert limited.sources and all(s.chapter_index <= 1 for s in limited.sources)
+
+
+@pytest.mark.llm
+def test_chat_engine_rewrites_follow_ups_with_history(engine_for, llama_server):
+    engine = engine_for(WILD, llm=llama_server.llm(max_tokens=32, timeout=600), top_k=2)
+    chat = BookChatEngine.for_engine(engine)
+    first = chat.ask("Who is Buck?")
+    assert first.standalone_question == "Who is Buck?"  # no history: asked as typed
+    first_answer = first.answer()
+    assert first_answer.text and len(first_answer.sources) == 2
+    follow = chat.ask("Who was his father?")
+    pieces = list(follow)
+    answer = follow.answer()
+    assert len(pieces) > 1 and answer.sources and answer.error is None
+    assert answer.question == "Who was his father?"
+    assert answer.standalone_question and answer.standalone_question.strip()
+    history = chat.chat_history
+    assert [m.role for m in history] == [MessageRole.USER, MessageRole.ASSISTANT] * 2
+    assert history[0].content == "Who is Buck?" and history[1].content == first_answer.text
+    assert history[3].content == answer.text
+    # the LlamaIndex interface works too
+    response = chat.stream_chat("And his mother?")
+    assert "".join(response.response_gen).strip() and response.source_nodes
+    assert len(chat.chat_history) == 6
+
+
+# --------------------------------------------------------------------------- litrag ask
+def ask(home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("LITRAG_LLM")}
+    full_env.update(LITRAG_HOME=str(home), **(env or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "litrag.cli", "ask", *args],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_cli_refuses_bad_input_in_one_line(home):
+    r = ask(home, "   ", "--book", WILD)
+    assert r.returncode == 2 and r.stderr.strip() == "error: the question is empty"
+    r = ask(home, "Who is Buck?", "--book", "pg999")
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "no book 'pg999'" in r.stderr
+    assert "pg215 (The Call of the Wild)" in r.stderr
+    r = ask(home, "Who is Buck?")  # two books loaded: --book is needed
+    assert r.returncode == 2 and "--book" in r.stderr
+
+
+def test_cli_extractive_json_with_spoiler_limit(home):
+    r = ask(home, "How did Curly die?", "--book", WILD, "--upto-chapter", "1", "--no-llm", "--json")
+    assert r.returncode == 0, r.stderr
+    answer = json.loads(r.stdout)
+    assert answer["mode"] == "extractive" and answer["text"].startswith(EXTRACTIVE_LABEL)
+    assert answer["upto_chapter"] == 1 and answer["book_ids"] == [WILD]
+    assert answer["sources"] and all(s["chapter_index"] <= 1 for s in answer["sources"])
+
+
+def test_cli_unreachable_llm_and_mid_stream_timeout(home, stalling_url):
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    r = ask(home, FATHER, "--book", WILD, env={"LITRAG_LLM_URL": dead})
+    assert r.returncode == 1
+    assert f"error: cannot reach the LLM server at {dead}" in r.stderr
+    assert "Sources (" in r.stdout and "[5] The Call of the Wild, Chapter" in r.stdout
+    r = ask(home, FATHER, "--book", WILD, "--timeout", "2", env={"LITRAG_LLM_URL": stalling_url})
+    assert r.returncode == 1
+    assert r.stdout.startswith("Buck's father was\n")
+    assert "timed out mid-answer" in r.stderr and "[1] The Call of the Wild" in r.stdout

@@ -1,0 +1,246 @@
+"""The retrieval harness end to end on chapter I of The Call of the Wild (bundled).
+
+Real chunkers, the real packaged MiniLM and a real Qdrant Edge store; three questions whose gold
+spans are verbatim (line-wrapped) passages of those chapters.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from llama_index.core.schema import MetadataMode, NodeRelationship, RelatedNodeInfo, TextNode
+
+from litrag.cli import BUNDLED_BOOK, main
+from litrag.eval.intrinsic import boundary_pairs, boundary_similarity, pair_cosines
+from litrag.eval.metrics import rank_order
+from litrag.eval.retrieval import (
+    CHUNKERS,
+    CachedEmbedder,
+    EmbeddingCache,
+    chunk_book,
+    chunker_specs,
+    evaluate_retrieval,
+    load_books,
+    load_questions,
+    parse_modes,
+    text_view,
+    windowed_minilm_embedder,
+)
+from litrag.eval.spans import normalize
+from litrag.ingestion.gutenberg import load_book
+from litrag.query.bm25 import BM25Index
+
+BOOK = "books/tiny_wild.txt"
+QUESTIONS = [
+    {
+        "id": "mexican",
+        "book_file": BOOK,
+        "question": "Which dog was the Mexican hairless?",
+        "chunk_must_contain": "Ysabel, the Mexican hairless",
+    },
+    {
+        "id": "manuel",
+        "book_file": BOOK,
+        "question": "What was Manuel's besetting sin?",
+        "chunk_must_contain": "Manuel had one besetting sin. He loved to play Chinese lottery.",
+    },
+    {
+        "id": "elmo",
+        "book_file": BOOK,
+        "question": "What kind of dog was Buck's father?",
+        "chunk_must_contain": "His father, Elmo, a huge St. Bernard",
+    },
+    {"id": "nospan", "book_file": BOOK, "question": "Unscorable?", "chunk_must_contain": None},
+]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data folder: chapter I of the bundled novel as a plain book, and the questions."""
+    root = tmp_path_factory.mktemp("evaldata")
+    text = load_book(BUNDLED_BOOK).text
+    (root / "books").mkdir()
+    (root / BOOK).write_text(text[: text.index("Chapter II.")], encoding="utf-8")
+    with (root / "questions.jsonl").open("w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(q) + "\n" for q in QUESTIONS)
+    return root
+
+
+@pytest.fixture(scope="module")
+def model():
+    from litrag.embeddings import WindowedEmbedding
+
+    return WindowedEmbedding(embed_batch_size=32)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("evalcache")
+
+
+def _embedder(cache: EmbeddingCache, model) -> CachedEmbedder:
+    """The CLI's embedder (same cache key), sharing the module's loaded model."""
+    return CachedEmbedder(cache, windowed_minilm_embedder(cache).model_key, lambda: model)
+
+
+def test_questions_and_modes(data: Path) -> None:
+    qs = load_questions(data / "questions.jsonl")
+    assert [q.id for q in qs] == ["mexican", "manuel", "elmo"]  # the null span is skipped
+    assert qs[0].spans == ("Ysabel, the Mexican hairless",)
+    names = [m.name for m in parse_modes(["dense", "bm25", "hybrid"], ["rsf", "rrf"], [0.3, 0.5])]
+    assert names == [
+        "dense",
+        "bm25",
+        "hybrid-rsf a=0.3",
+        "hybrid-rsf a=0.5",
+        "hybrid-rrf a=0.3",
+        "hybrid-rrf a=0.5",
+    ]
+    with pytest.raises(ValueError, match="needs an LLM"):
+        chunker_specs(["lumberchunker"])
+    with pytest.raises(ValueError, match="unknown chunker"):
+        chunker_specs(["nope"])
+
+
+def test_harness_bm25_hit_and_cache(data: Path, cache_dir: Path, model) -> None:
+    qs = load_questions(data / "questions.jsonl")
+    modes = parse_modes(["dense", "bm25", "hybrid"], ["rsf", "rrf"])
+    keys = ["paragraphs", "litseg-offline"]
+    cache = EmbeddingCache(cache_dir / "embeddings.sqlite")
+    first = _embedder(cache, model)
+    run = evaluate_retrieval(qs, data, keys, modes, cache_dir=cache_dir, embedder=first)
+    assert run.questions == 3 and run.dropped == []
+    assert first.computed > 0 and run.embeddings_computed == first.computed
+    assert run.row("paragraphs").intrinsic["boundaries"] == run.row("paragraphs").chunks - 1
+    for key in keys:
+        res = run.row(key)
+        assert res.split_spans == 0.0  # every span sits whole in some chunk
+        bm25 = {s.question_id: s.rank for s in res.scores["bm25"]}
+        assert bm25["mexican"] == 1, key  # "Mexican hairless" is in exactly one chunk
+        assert res.modes["bm25"].over_questions["Hit@20"] == 1.0
+        assert set(res.modes) == {m.name for m in modes}
+
+    # The second run: chunks from the chunk cache, every vector from the embedding cache.
+    second = _embedder(cache, model)
+    again = evaluate_retrieval(qs, data, keys, modes, cache_dir=cache_dir, embedder=second)
+    assert second.computed == 0 and again.embeddings_computed == 0
+    assert again.embeddings_cached == first.computed + first.cached
+    for key in keys:
+        assert all(b["chunk_cached"] == 1.0 for b in again.row(key).seconds_per_book.values())
+        assert again.row(key).intrinsic == run.row(key).intrinsic
+        for mode in run.row(key).scores:
+            ranks = [s.rank for s in run.row(key).scores[mode]]
+            assert ranks == [s.rank for s in again.row(key).scores[mode]]
+    cache.close()
+
+
+def test_edge_bm25_matches_in_memory_bm25(data: Path, cache_dir: Path, model) -> None:
+    """Edge's per-book BM25 (IDF over the book filter) ranks as the reference BM25Index does."""
+    qs = load_questions(data / "questions.jsonl")
+    books, _ = load_books(qs, data)
+    cache = EmbeddingCache(cache_dir / "embeddings.sqlite")
+    run = evaluate_retrieval(
+        qs,
+        data,
+        ["paragraphs"],
+        parse_modes(["bm25"]),
+        cache_dir=cache_dir,
+        embedder=_embedder(cache, model),
+        intrinsic=False,
+    )
+    cache.close()
+    nodes, cached = chunk_book(CHUNKERS["paragraphs"], books[0].docs, books[0].key, cache_dir)
+    assert cached
+    texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+    plain = [normalize(n.get_content(metadata_mode=MetadataMode.NONE)) for n in nodes]
+    index = BM25Index(texts)
+    for q, score in zip(qs, run.row("paragraphs").scores["bm25"], strict=True):
+        order = rank_order(index.scores(q.question))
+        relevant = [normalize(q.spans[0]) in plain[i] for i in order]
+        assert score.rank == relevant.index(True) + 1, q.id
+
+
+def test_text_view_is_bare_chunk_text(data: Path) -> None:
+    qs = load_questions(data / "questions.jsonl")
+    books, _ = load_books(qs, data)
+    nodes, _ = chunk_book(CHUNKERS["litseg-offline"], books[0].docs, books[0].key, None)
+    node = nodes[1]
+    assert node.get_content(metadata_mode=MetadataMode.EMBED) != node.get_content()
+    assert text_view(node).get_content(metadata_mode=MetadataMode.EMBED) == node.get_content()
+
+
+def _node(text: str, doc: str) -> TextNode:
+    return TextNode(
+        text=text, relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=doc)}
+    )
+
+
+def test_intrinsic_boundary_cosine_hand_case() -> None:
+    nodes = [
+        _node("The dog ran home. It was late at night.", "ch1"),
+        _node("Morning came slowly. The sun rose over the hills.", "ch1"),
+        _node("Nobody spoke.", "ch1"),
+        _node("A new chapter begins here.", "ch2"),  # no boundary across chapters
+    ]
+    pairs = boundary_pairs(nodes)
+    assert pairs == [
+        ("It was late at night.", "Morning came slowly."),
+        ("The sun rose over the hills.", "Nobody spoke."),
+    ]
+    vec = {
+        "It was late at night.": [1.0, 0.0],
+        "Morning came slowly.": [1.0, 1.0],  # cos 1/sqrt(2)
+        "The sun rose over the hills.": [0.0, 2.0],
+        "Nobody spoke.": [0.0, -1.0],  # cos -1
+    }
+
+    class Fake:
+        model_key = "hand-made 2-d"
+
+        def embed(self, texts):
+            return np.asarray([vec[t] for t in texts])
+
+    assert pair_cosines(pairs, Fake().embed) == pytest.approx([2**-0.5, -1.0])
+    stats = boundary_similarity(nodes, Fake())
+    assert stats.boundaries == 2
+    assert stats.mean_cosine == pytest.approx((2**-0.5 - 1.0) / 2)
+    assert stats.model == "hand-made 2-d"
+
+
+def test_cli_end_to_end(
+    data: Path, cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LITRAG_HOME", str(tmp_path / "home"))
+    out = tmp_path / "report"
+    rc = main(
+        [
+            "eval",
+            "retrieval",
+            "--questions",
+            str(data / "questions.jsonl"),
+            "--books",
+            str(data),
+            "--chunkers",
+            "paragraphs",
+            "--modes",
+            "bm25,hybrid",
+            "--fusion",
+            "rrf",
+            "--cache-dir",
+            str(cache_dir),
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    md = (out / "retrieval.md").read_text(encoding="utf-8")
+    assert "| paragraphs ≤200w | bm25 |" in md and "hybrid-rrf a=0.5" in md
+    assert "Intrinsic boundary metric" in md
+    report = json.loads((out / "retrieval.json").read_text(encoding="utf-8"))
+    assert report["questions"] == 3
+    (row,) = report["chunkers"]
+    assert row["modes"]["bm25"]["over_questions"]["Hit@20"] == 1.0
+    assert row["intrinsic"]["boundaries"] > 0
