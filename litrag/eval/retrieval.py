@@ -494,7 +494,9 @@ def _book_filter(book_id: str) -> MetadataFilters:
     return MetadataFilters(filters=[MetadataFilter(key="book_id", value=book_id)])
 
 
-def _query(mode: Mode, q: str, qvec: list[float], book_id: str, k: int, cand: int):
+def _query(
+    mode: Mode, q: str, qvec: list[float], book_id: str, k: int, cand: int
+) -> VectorStoreQuery:
     flt = _book_filter(book_id)
     if mode.kind == "dense":
         return VectorStoreQuery(query_embedding=qvec, similarity_top_k=k, filters=flt)
