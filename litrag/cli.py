@@ -132,7 +132,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     try:
         library = build_library(s)
     except StoreLockedError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_locked_message(s.home, exc)}", file=sys.stderr)
         return 2
     report = library.ingest(
         args.paths, show_progress=not args.quiet, on_event=lambda m: print(m, file=sys.stderr)
@@ -186,7 +186,13 @@ def _cmd_remove(args: argparse.Namespace) -> int:
     if not any(r.book_id == args.book for r in Library.read_registry(s.home)):
         print(f"error: no book {args.book!r} in {s.home} (see: litrag books)", file=sys.stderr)
         return 2
-    store = make_vector_store(s.home, s.collection, url=s.qdrant_url, api_key=s.qdrant_api_key)
+    from litrag.query.edge_store import StoreLockedError
+
+    try:
+        store = make_vector_store(s.home, s.collection, url=s.qdrant_url, api_key=s.qdrant_api_key)
+    except StoreLockedError as exc:
+        print(f"error: {_locked_message(s.home, exc)}", file=sys.stderr)
+        return 2
     Library(s.home, store).remove(args.book)
     print(f"removed {args.book}")
     return 0
@@ -316,7 +322,9 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         if args.top_k:
             retrieval.top_k = args.top_k
         engine = build_query_engine(s, books, upto_chapter=args.upto_chapter, retrieval=retrieval)
-    except (UnknownBookError, StoreLockedError, ValueError) as exc:
+    except StoreLockedError as exc:  # a running chat UI holds the library: ask through it
+        return _ask_through_ui(args, s, books, question, exc)
+    except (UnknownBookError, ValueError) as exc:
         return fail(str(exc))
     answer_llm = None
     llm_error = None
@@ -343,6 +351,11 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         if answer_llm is not None:
             answer_llm.close()
         _close_store(engine)
+    return _print_answer(args, answer)
+
+
+def _print_answer(args: argparse.Namespace, answer: Any) -> int:
+    """The end of `litrag ask`: JSON, or the error line and the sources (the text streamed)."""
     if args.json:
         print(json.dumps(answer.model_dump(), indent=2, ensure_ascii=False))
     else:
@@ -359,6 +372,71 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         if not answer.sources:
             print("(none)")
     return 1 if answer.error else 0
+
+
+def _locked_message(home: Path, exc: Exception) -> str:
+    """A writing command met a held store: name the chat UI when it is the holder."""
+    from litrag.app.handoff import running_ui
+
+    ui = running_ui(home)
+    if ui is None:
+        return str(exc)
+    return (
+        f"the library {home} is held by {ui.describe()}: add books with its upload panel, "
+        "or stop the UI first"
+    )
+
+
+def _ask_through_ui(
+    args: argparse.Namespace, s: Any, books: list[str], question: str, exc: Exception
+) -> int:
+    """`litrag ask` while `litrag chat` holds the store: the UI's /answer API answers."""
+    from litrag.app.handoff import UIError, ask_via_ui, running_ui
+
+    ui = running_ui(s.home)
+    if ui is None:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not args.json:
+        print(f"(asking through {ui.describe()})", file=sys.stderr)
+    try:
+        stream = ask_via_ui(
+            ui,
+            question,
+            books,
+            upto_chapter=args.upto_chapter,
+            use_llm=not args.no_llm,
+            retrieval=args.retrieval,
+            top_k=args.top_k,
+        )
+        for piece in stream:
+            if not args.json:
+                print(piece, end="", flush=True)
+        if not args.json:
+            print()
+        answer = stream.answer()
+    except UIError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return _print_answer(args, answer)
+
+
+def _cmd_chat(args: argparse.Namespace) -> int:
+    """`litrag chat`: the Gradio UI (an empty library first gets the bundled book)."""
+    from litrag.app.serve import run_chat
+
+    s = _settings(args)
+    paths = list(args.paths or [])
+    if args.book_dir:
+        paths.append(args.book_dir)
+    return run_chat(
+        s,
+        host=args.host,
+        port=args.port,
+        paths=paths,
+        no_llm=args.no_llm,
+        share=args.share,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -436,6 +514,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ask.add_argument("--full", action="store_true", help="print whole passages, not excerpts")
     ask.set_defaults(func=_cmd_ask)
+
+    cht = sub.add_parser("chat", help="the chat UI in the browser (Gradio), on 127.0.0.1")
+    cht.add_argument("paths", nargs="*", type=Path, help="books (files or folders) to add first")
+    cht.add_argument("--book-dir", type=Path, help="a folder of .txt books to add first")
+    cht.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    cht.add_argument("--port", type=int, default=7860, help="port (default 7860)")
+    cht.add_argument("--no-llm", action="store_true", help="extractive answers, no LLM")
+    cht.add_argument("--max-mb", type=float, help="upload size limit in MB (default 16)")
+    cht.add_argument("--segmenter", choices=["offline", "litseg-lite", "litseg"])
+    cht.add_argument(
+        "--share", action="store_true", help="a public Gradio link (off by default; needs internet)"
+    )
+    cht.set_defaults(func=_cmd_chat)
 
     from litrag.eval.retrieval import DEFAULT_CHUNKERS, DEFAULT_TOP_K
 

@@ -1,0 +1,437 @@
+"""The Gradio chat: library panel, spoiler slider, streamed cited answers, uploads.
+
+Per-session state (``gr.State``) holds a conversation's turns, so concurrent chats never share
+history; the book selection and spoiler limit come with each request from the session's own
+components. Everything shared (store, embedder, LLM) lives in the ``ChatService``.
+
+Named API endpoints (``gradio_client``): ``/chat`` (what the Ask button runs), ``/select_books``,
+``/add_books`` and ``/answer`` (one question, JSON; ``litrag ask`` uses it while the UI holds
+the library).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import queue
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # offline: nothing phones home
+
+import gradio as gr
+
+from litrag.app.service import ChatService, Turn
+from litrag.query.answer import Answer, Source
+
+# System fonts only: the default theme fetches web fonts, and this app must work offline.
+THEME = gr.themes.Soft(
+    font=["ui-sans-serif", "system-ui", "Segoe UI", "Roboto", "sans-serif"],
+    font_mono=["ui-monospace", "DejaVu Sans Mono", "monospace"],
+)
+CSS = """
+#answered-by { font-size: 0.85em; opacity: 0.8; }
+#sources { max-height: 520px; overflow-y: auto; }
+#sources blockquote { font-size: 0.92em; margin: 0.3em 0 0.8em 0; }
+"""
+PASSAGE_CHARS = 1200  # per source in the panel; the full block is in the JSON answer
+_PROGRESS = re.compile(r"^\[(\d+)/(\d+)\]")
+
+
+# ------------------------------------------------------------------------------ rendering
+def _esc(text: str) -> str:
+    """Text of a book inside Markdown: HTML escaped, Markdown's emphasis marks kept literal."""
+    return re.sub(r"([*_`#\[\]])", r"\\\1", html.escape(text, quote=False))
+
+
+def render_passage(src: Source, evidence: Sequence[str] = ()) -> str:
+    """The passage, cut to ``PASSAGE_CHARS``; extractive evidence sentences in bold."""
+    text = " ".join(src.text.split())
+    if len(text) > PASSAGE_CHARS:
+        text = text[:PASSAGE_CHARS].rsplit(" ", 1)[0] + " …"
+    out = _esc(text)
+    for sentence in evidence:
+        flat = _esc(" ".join(sentence.split()))
+        if flat and flat in out:
+            out = out.replace(flat, f"**{flat}**", 1)
+    return out
+
+
+def render_sources(answer: Answer | None) -> str:
+    """The sources panel: every block the answer used (book, chapter, subtitle, sentences)."""
+    if answer is None:
+        return "*Sources of the answer appear here.*"
+    if not answer.sources:
+        return "*No passage matched (nothing was retrieved).*"
+    parts = []
+    for src in answer.sources:
+        head = (
+            f"**[{src.rank}] {_esc(src.book_title)}** · {_esc(src.chapter_title)} "
+            f"(ch. {src.chapter_index}) · sentences {src.sentence_from}–{src.sentence_to}"
+        )
+        parts.append(
+            f"{head}  \n*{_esc(src.subtitle)}*\n\n> {render_passage(src, answer.evidence)}"
+        )
+    return "\n\n".join(parts)
+
+
+def render_citations(answer: Answer) -> str:
+    """Short list under an answer in the chat (the passages are in the sources panel)."""
+    return "\n".join(
+        f"{s.rank}. {_esc(s.book_title)}, {_esc(s.chapter_title)} (ch. {s.chapter_index}), "
+        f"sentences {s.sentence_from}–{s.sentence_to}: *{_esc(s.subtitle)}*"
+        for s in answer.sources
+    )
+
+
+def limit_text(upto: int | None) -> str:
+    return f"spoiler limit: up to chapter {upto}" if upto is not None else "no spoiler limit"
+
+
+# ------------------------------------------------------------------------------ the app
+class ChatApp:
+    """The UI's handlers over one ``ChatService``; ``blocks()`` lays them out."""
+
+    def __init__(self, service: ChatService) -> None:
+        self.service = service
+
+    # -- library panel ------------------------------------------------------------------
+    def book_choices(self) -> list[tuple[str, str]]:
+        return [
+            (f"{r.title} ({r.book_id}, {r.chapters} ch.)", r.book_id) for r in self.service.books()
+        ]
+
+    def max_chapter(self, book_ids: Sequence[str]) -> int:
+        last = [c for b in book_ids for c, _ in self.service.chapters(b)]
+        if last:
+            return max(last)
+        rows = {r.book_id: r.chapters for r in self.service.books()}
+        return max((rows.get(b, 1) for b in book_ids), default=1)
+
+    def chapters_markdown(self, book_ids: Sequence[str]) -> str:
+        if not book_ids:
+            return "*Choose one or more books above.*"
+        titles = {r.book_id: r.title for r in self.service.books()}
+        parts = []
+        for b in book_ids:
+            rows = self.service.chapters(b)
+            lines = "\n".join(f"{i}. {_esc(t)}" if i else f"- {_esc(t)}" for i, t in rows)
+            parts.append(f"**{_esc(titles.get(b, b))}** ({len(rows)} parts)\n\n{lines}")
+        return "\n\n".join(parts)
+
+    def spoiler_limit(self, book_ids: Sequence[str], upto: float | None) -> int | None:
+        """The slider at its right end (all chapters read) means no limit."""
+        if upto is None:
+            return None
+        n = int(upto)
+        return None if n >= self.max_chapter(book_ids) else n
+
+    def select_books(self, book_ids: list[str] | None, upto: float | None, state: dict) -> Any:
+        """New selection: the slider spans its chapters (still 'everything' if it was)."""
+        book_ids = list(book_ids or [])
+        top = self.max_chapter(book_ids) if book_ids else 1
+        was_all = upto is None or int(upto) >= state.get("upto_max", 1)
+        state = {**state, "upto_max": top}
+        value = top if was_all else min(int(upto), top)
+        slider = gr.Slider(minimum=0, maximum=top, step=1, value=value)
+        return slider, self.chapters_markdown(book_ids), state
+
+    def refresh(self, state: dict) -> Any:
+        """On page load: books another session uploaded are listed too."""
+        choices = self.book_choices()
+        first = [choices[0][1]] if choices else []
+        top = self.max_chapter(first) if first else 1
+        return (
+            gr.CheckboxGroup(choices=choices, value=first),
+            gr.Slider(minimum=0, maximum=top, step=1, value=top),
+            self.chapters_markdown(first),
+            {**state, "upto_max": top},
+        )
+
+    # -- chat ----------------------------------------------------------------------------
+    def respond(
+        self,
+        message: str,
+        chat: list[dict] | None,
+        book_ids: list[str] | None,
+        upto: float | None,
+        state: dict,
+    ) -> Iterator[tuple[Any, ...]]:
+        """Stream one answer into the chat; sources fill their panel before the first token.
+
+        Yields (textbox, chat, sources, answered-by line, state, answer JSON)."""
+        chat = list(chat or [])
+        question = " ".join((message or "").split())
+        book_ids = list(book_ids or [])
+        if not question:
+            yield gr.skip(), chat, gr.skip(), "⚠️ Type a question first.", state, gr.skip()
+            return
+        if not book_ids:
+            yield (
+                gr.skip(),
+                chat,
+                gr.skip(),
+                "⚠️ Choose a book in the library panel first.",
+                state,
+                gr.skip(),
+            )
+            return
+        history = [Turn(**t) for t in state.get("turns", [])]
+        limit = self.spoiler_limit(book_ids, upto)
+        chat += [{"role": "user", "content": question}, {"role": "assistant", "content": "…"}]
+        yield "", chat, gr.skip(), "Searching the book …", state, gr.skip()
+        try:
+            stream, standalone = self.service.ask(
+                question, book_ids, upto_chapter=limit, history=history
+            )
+        except ValueError as exc:  # a book gone from the library, an empty question
+            chat[-1] = {"role": "assistant", "content": f"⚠️ {exc}"}
+            yield "", chat, gr.skip(), f"⚠️ {exc}", state, gr.skip()
+            return
+        preview = Answer(
+            question=question,
+            text="",
+            sources=stream.sources,
+            mode=stream.mode,
+            answered_by=stream.answered_by,
+            retrieval="",
+            book_ids=book_ids,
+            upto_chapter=limit,
+        )
+        sources_md = render_sources(preview)
+        text = ""
+        for piece in stream:
+            text += piece
+            chat[-1] = {"role": "assistant", "content": text}
+            yield "", chat, sources_md, "Answering …", state, gr.skip()
+        answer = self.service.finished(stream, question, standalone)
+        shown = answer.text
+        if answer.error:
+            note = f"⚠️ {answer.error}."
+            if answer.sources:
+                note += " The passages it was given are listed under Sources."
+            shown = f"{shown}\n\n{note}" if shown else note
+        chat[-1] = {"role": "assistant", "content": shown}
+        if answer.sources:
+            chat.append(
+                {
+                    "role": "assistant",
+                    "content": render_citations(answer),
+                    "metadata": {"title": f"📚 Sources ({len(answer.sources)})", "status": "done"},
+                }
+            )
+        turns = [*state.get("turns", []), {"question": question, "answer": answer.text}]
+        state = {**state, "turns": turns}
+        line = self.service.backends(book_ids, answer.retrieval) + f" · {limit_text(limit)}"
+        if standalone != question:
+            line += f" · searched for: “{_esc(standalone)}”"
+        if answer.error:
+            line = f"⚠️ {_esc(answer.error)}  \n{line}"
+        yield "", chat, render_sources(answer), line, state, answer.model_dump()
+
+    def clear(self, state: dict) -> tuple[Any, ...]:
+        return [], render_sources(None), "", {**state, "turns": []}, None
+
+    # -- the API for `litrag ask` ---------------------------------------------------------
+    def answer_api(
+        self,
+        question: str,
+        books: list[str],
+        upto_chapter: int | None = None,
+        use_llm: bool = True,
+        retrieval: str = "",
+        top_k: int = 0,
+    ) -> Iterator[str]:
+        """One question, no history: JSON messages {"text"} while it streams, then
+        {"text", "answer"} (the full cited answer); {"input_error"} for bad input."""
+        try:
+            stream, standalone = self.service.ask(
+                question,
+                books,
+                upto_chapter=upto_chapter,
+                use_llm=use_llm,
+                retrieval=retrieval or None,
+                top_k=top_k or None,
+            )
+        except ValueError as exc:
+            yield json.dumps({"input_error": str(exc)})
+            return
+        text = ""
+        for piece in stream:
+            text += piece
+            yield json.dumps({"text": text})
+        answer = self.service.finished(stream, question, standalone)
+        yield json.dumps({"text": text, "answer": answer.model_dump()})
+
+    # -- uploads ---------------------------------------------------------------------------
+    def add_books(
+        self,
+        files: list[Any] | None,
+        book_ids: list[str] | None,
+        progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
+    ) -> Iterator[tuple[Any, ...]]:
+        """Ingest uploaded .txt books, streaming the ingest's log; errors name the file."""
+        paths = [f if isinstance(f, str) else getattr(f, "name", str(f)) for f in files or []]
+        if not paths:
+            yield "⚠️ Choose one or more .txt files first.", gr.skip(), gr.skip()
+            return
+        events: queue.Queue[str | None] = queue.Queue()
+        result: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                result["report"] = self.service.ingest(paths, say=events.put)
+            except Exception as exc:  # a store or embedder failure: shown, never raised
+                result["error"] = f"{type(exc).__name__}: {exc}"
+            finally:
+                events.put(None)
+
+        threading.Thread(target=work, name="litrag-upload", daemon=True).start()
+        log: list[str] = []
+        progress(0.0, desc="starting")
+        while (msg := events.get()) is not None:
+            log.append(msg)
+            m = _PROGRESS.match(msg)
+            if m:
+                i, n = int(m.group(1)), int(m.group(2))
+                progress((i - 1) / n, desc=msg)
+            yield "```\n" + "\n".join(log[-30:]) + "\n```", gr.skip(), gr.skip()
+        lines = []
+        if "error" in result:
+            lines.append(f"❌ ingest failed: {result['error']}")
+        report = result.get("report")
+        if report is not None:
+            lines += [f"✅ added **{b}**" for b in report.ingested]
+            lines += [f"ℹ️ **{b}** was already in the library" for b in report.unchanged]
+            lines += [f"❌ {_esc(reason)}" for _path, reason in report.failed]
+        new = list(report.ingested) if report is not None else []
+        selected = list(dict.fromkeys([*(book_ids or []), *new]))
+        choices = self.book_choices()
+        known = {v for _, v in choices}
+        books = gr.CheckboxGroup(choices=choices, value=[b for b in selected if b in known])
+        yield "\n\n".join(lines) or "nothing to do", books, None
+
+    # -- layout ----------------------------------------------------------------------------
+    def blocks(self) -> gr.Blocks:
+        svc = self.service
+        choices = self.book_choices()
+        first = [choices[0][1]] if choices else []
+        top = self.max_chapter(first) if first else 1
+        with gr.Blocks(title="litrag: ask a book", analytics_enabled=False) as demo:
+            state = gr.State({"turns": [], "upto_max": top})
+            with gr.Row(equal_height=False):
+                with gr.Column(scale=1, min_width=300):
+                    gr.Markdown("### 📚 Library")
+                    books = gr.CheckboxGroup(
+                        choices=choices, value=first, label="Ask these books", elem_id="books"
+                    )
+                    upto = gr.Slider(
+                        minimum=0,
+                        maximum=top,
+                        step=1,
+                        value=top,
+                        label="I have read up to chapter",
+                        info="Nothing past it is searched (right end: the whole book).",
+                        elem_id="upto",
+                    )
+                    with gr.Accordion("Chapters", open=False):
+                        chapters = gr.Markdown(self.chapters_markdown(first), elem_id="chapters")
+                    with gr.Accordion("Add books (.txt)", open=False):
+                        upload = gr.File(
+                            label=f"Project Gutenberg .txt files (≤ {svc.settings.max_mb:g} MB)",
+                            file_types=[".txt"],
+                            file_count="multiple",
+                            type="filepath",
+                        )
+                        add = gr.Button("Add to library")
+                        upload_log = gr.Markdown(elem_id="upload-log")
+                with gr.Column(scale=3, min_width=420):
+                    chatbot = gr.Chatbot(
+                        label="litrag",
+                        height=440,
+                        elem_id="chat",
+                        placeholder="Ask a question about the selected book(s).",
+                        feedback_options=None,
+                        buttons=["copy"],
+                    )
+                    with gr.Row():
+                        msg = gr.Textbox(
+                            placeholder="e.g. Who stole Buck from Judge Miller's place?",
+                            show_label=False,
+                            scale=6,
+                            elem_id="question",
+                            autofocus=True,
+                        )
+                        ask = gr.Button("Ask", variant="primary", scale=1, elem_id="ask")
+                        new = gr.Button("New chat", scale=1)
+                    info = gr.Markdown(f"LLM: {svc.llm_line()}", elem_id="answered-by")
+                    gr.Markdown("#### Sources")
+                    sources = gr.Markdown(render_sources(None), elem_id="sources")
+            last = gr.JSON(visible=False)
+
+            gr.on(
+                [msg.submit, ask.click],
+                self.respond,
+                inputs=[msg, chatbot, books, upto, state],
+                outputs=[msg, chatbot, sources, info, state, last],
+                api_name="chat",
+            )
+            books.change(
+                self.select_books,
+                inputs=[books, upto, state],
+                outputs=[upto, chapters, state],
+                api_name="select_books",
+            )
+            add.click(
+                self.add_books,
+                inputs=[upload, books],
+                outputs=[upload_log, books, upload],
+                api_name="add_books",
+            )
+            new.click(
+                self.clear,
+                inputs=[state],
+                outputs=[chatbot, sources, info, state, last],
+                api_visibility="private",
+            )
+            demo.load(
+                self.refresh,
+                inputs=[state],
+                outputs=[books, upto, chapters, state],
+                api_visibility="private",
+            )
+            gr.api(self.answer_api, api_name="answer")
+        demo.queue(default_concurrency_limit=16)
+        return demo
+
+
+def build_app(service: ChatService) -> gr.Blocks:
+    return ChatApp(service).blocks()
+
+
+def launch(
+    demo: gr.Blocks,
+    *,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    max_mb: float = 16.0,
+    share: bool = False,
+    quiet: bool = True,
+) -> str:
+    """Start serving in background threads; returns the local URL."""
+    _, url, _ = demo.launch(
+        server_name=host,
+        server_port=port,
+        share=share,
+        prevent_thread_lock=True,
+        quiet=quiet,
+        max_file_size=f"{max_mb:g}mb",
+        ssr_mode=False,
+        show_error=True,
+        theme=THEME,
+        css=CSS,
+    )
+    return str(url)

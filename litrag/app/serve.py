@@ -1,0 +1,114 @@
+"""``litrag chat``: open the library (ingesting the bundled book into an empty one), start the
+LLM, serve the UI until Ctrl-C or SIGTERM, and leave ``ui.json`` behind only while serving."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from litrag.config import AnswerLLM, Settings, build_answer_llm
+
+BUNDLED_BOOK = Path(__file__).resolve().parent.parent / "data" / "pg215_call_of_the_wild.txt"
+
+
+def start_llm(
+    s: Settings, no_llm: bool, say: Callable[[str], None]
+) -> tuple[AnswerLLM | None, str]:
+    """The answering LLM, or None and why (answers are then extractive, labelled so)."""
+    from litrag.local_llm import LocalModelError
+
+    if no_llm:
+        return None, "--no-llm"
+    if not s.llm_url:
+        say(f"starting the local LLM ({s.local_llm}) ...")
+    try:
+        return build_answer_llm(s), ""
+    except (LocalModelError, ImportError, OSError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        say(f"warning: the local LLM did not start ({first}); answers will be extractive")
+        return None, f"the local LLM did not start: {first}"
+
+
+def run_chat(
+    s: Settings,
+    *,
+    host: str = "127.0.0.1",
+    port: int | None = 7860,
+    paths: Sequence[Path] = (),
+    no_llm: bool = False,
+    share: bool = False,
+    ready: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
+) -> int:
+    """Serve until ``stop`` is set (or a signal); returns the exit status."""
+    from litrag.app.chat import build_app, launch
+    from litrag.app.handoff import remove_ui_file, running_ui, write_ui_file
+    from litrag.app.service import ChatService
+    from litrag.query.edge_store import StoreLockedError
+
+    def say(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    try:
+        service = ChatService(s)
+    except StoreLockedError as exc:
+        ui = running_ui(s.home)
+        if ui is not None:
+            say(f"error: {ui.describe()} already serves the library {s.home}: open {ui.url}")
+        else:
+            say(f"error: {exc}")
+        return 2
+    answer_llm: AnswerLLM | None = None
+    try:
+        wanted = list(paths)
+        if not wanted and not service.books():
+            say(f"the library {s.home} is empty: ingesting the bundled {BUNDLED_BOOK.name}")
+            wanted = [BUNDLED_BOOK]
+        if wanted:
+            report = service.library().ingest(wanted, on_event=say)
+            for _path, reason in report.failed:
+                say(f"error: {reason}")
+            if not service.books():
+                say("error: no book could be ingested; nothing to chat about")
+                return 1
+        answer_llm, note = start_llm(s, no_llm, say)
+        service.answer_llm, service.llm_note = answer_llm, note or None
+        demo = build_app(service)
+        try:
+            url = launch(demo, host=host, port=port, max_mb=s.max_mb, share=share)
+        except OSError as exc:
+            say(f"error: cannot serve on {host}:{port}: {exc}")
+            return 2
+        write_ui_file(s.home, url)
+        print(f"litrag chat: {url}  (library {s.home}; LLM: {service.llm_line()})", flush=True)
+        if ready is not None:
+            ready(url)
+        stop = stop or threading.Event()
+        _on_signals(stop)
+        try:
+            while not stop.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+        say("stopping the chat UI ...")
+        remove_ui_file(s.home)
+        demo.close()
+        return 0
+    finally:
+        remove_ui_file(s.home)
+        service.close()  # closes the LLM server too
+
+
+def _on_signals(stop: threading.Event) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(*_: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)

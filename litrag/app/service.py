@@ -1,0 +1,272 @@
+"""What one chat process shares, and how it answers: no Gradio here, so tests and the API use it.
+
+The embedded Edge store admits one opener per process, so the UI opens it once and every
+session's engine is built on it; its calls are serialised by a lock (``LockedEdgeStore``) since
+an upload's ingest writes while other sessions query. Everything a conversation owns (history,
+book selection, spoiler limit) is passed in by the caller, never kept here: two sessions can
+never see each other's turns.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from litrag.config import AnswerLLM, Settings, build_embed_model, build_parser, build_query_engine
+from litrag.ingestion.library import BookRecord, IngestReport, Library
+from litrag.query.answer import CONDENSE_PROMPT, Answer, AnswerStream
+from litrag.query.retriever import RetrievalSettings, loaded_books
+from litrag.query.stores import make_vector_store, store_description
+
+logger = logging.getLogger(__name__)
+
+# A follow-up leans on the previous turn when it names nobody: "What did he do then?"
+_FOLLOW_UP = re.compile(
+    r"\b(he|she|him|his|her|hers|they|them|their|it|its|this|that|these|those|there|then|"
+    r"after|before|why|and)\b",
+    re.IGNORECASE,
+)
+HISTORY_TURNS = 3  # turns shown to the rewriting LLM: enough for pronouns, cheap to prefill
+
+
+@dataclass
+class Turn:
+    """One finished exchange of a conversation (kept in the session's state)."""
+
+    question: str
+    answer: str
+
+
+def open_shared_store(s: Settings, dense_dim: int | None = None) -> Any:
+    """The library's store for a process that serves many threads.
+
+    Embedded: an Edge store whose calls take one lock. Server (``QDRANT_URL``): qdrant-client,
+    which is thread-safe, as ``make_vector_store`` builds it.
+    """
+    if s.qdrant_url:
+        return make_vector_store(
+            s.home, s.collection, dense_dim=dense_dim, url=s.qdrant_url, api_key=s.qdrant_api_key
+        )
+    from litrag.app.store import LockedEdgeStore
+    from litrag.query.bm25 import BM25Encoder
+
+    encoder = BM25Encoder()
+    return LockedEdgeStore(
+        path=s.home / "index",
+        collection_name=s.collection,
+        dense_dim=dense_dim,
+        sparse_doc_fn=encoder.doc_fn,
+        sparse_query_fn=encoder.query_fn,
+    )
+
+
+class ChatService:
+    """The process's library, embedder, store and LLM; answers and ingests for every session."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: Any = None,
+        embed_model: Any = None,
+        answer_llm: AnswerLLM | None = None,
+        llm_note: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.embed_model = embed_model if embed_model is not None else build_embed_model(settings)
+        if store is None:
+            dim = len(self.embed_model.get_text_embedding("dimension probe"))
+            store = open_shared_store(settings, dense_dim=dim)
+        self.store = store
+        self.answer_llm = answer_llm
+        # Why there is no LLM (--no-llm, or the local model did not start): shown with answers.
+        self.llm_note = llm_note
+        self._library: Library | None = None
+        self._library_lock = threading.Lock()
+        self._ingest_lock = threading.Lock()
+        self._chapters: dict[str, list[tuple[int, str]]] = {}
+
+    # -- the library ------------------------------------------------------------------------
+    @property
+    def home(self) -> Path:
+        return self.settings.home
+
+    @property
+    def max_bytes(self) -> int:
+        return int(self.settings.max_mb * 1024 * 1024)
+
+    def library(self) -> Library:
+        """The writing side (parser, docstore, caches), built on first use."""
+        with self._library_lock:
+            if self._library is None:
+                self._library = Library(
+                    self.home,
+                    self.store,
+                    self.embed_model,
+                    build_parser(self.settings),
+                    max_bytes=self.max_bytes,
+                )
+            return self._library
+
+    def books(self) -> list[BookRecord]:
+        """Books ready to be asked (complete ingests), in registry order."""
+        return [r for r in Library.read_registry(self.home) if r.status == "complete"]
+
+    def chapters(self, book_id: str) -> list[tuple[int, str]]:
+        """``(chapter_index, heading)`` of a book, read from the library's docstore once."""
+        if book_id not in self._chapters:
+            docstore = self.library().docstore
+            prefix = f"{book_id}:"
+            found: list[tuple[int, str]] = []
+            for doc_id in docstore.get_all_document_hashes().values():
+                if not str(doc_id).startswith(prefix):
+                    continue
+                doc = docstore.get_document(doc_id, raise_error=False)
+                if doc is not None:
+                    m = doc.metadata
+                    found.append((int(m.get("chapter_index", 0)), str(m.get("chapter_title", ""))))
+            self._chapters[book_id] = sorted(set(found))
+        return self._chapters[book_id]
+
+    def ingest(
+        self, paths: Sequence[str | Path], say: Callable[[str], None] | None = None
+    ) -> IngestReport:
+        """Copy uploads under ``$LITRAG_HOME/uploads`` (the registry's source stays valid) and
+        ingest them; one ingest at a time, other sessions keep asking meanwhile."""
+        say = say or (lambda _m: None)
+        uploads = self.home / "uploads"
+        uploads.mkdir(parents=True, exist_ok=True)
+        kept: list[Path] = []
+        for p in map(Path, paths):
+            dest = uploads / p.name
+            if p.resolve() != dest.resolve():
+                shutil.copyfile(p, dest)
+            kept.append(dest)
+        if not self._ingest_lock.acquire(blocking=False):
+            say("waiting for another upload to finish ...")
+            self._ingest_lock.acquire()
+        try:
+            report = self.library().ingest(kept, on_event=say)
+        finally:
+            self._ingest_lock.release()
+        for book_id in report.ingested:
+            self._chapters.pop(book_id, None)
+        for path, _reason in report.failed:  # a refused upload leaves no copy behind
+            Path(path).unlink(missing_ok=True)
+        return report
+
+    # -- answering --------------------------------------------------------------------------
+    @property
+    def llm(self) -> Any:
+        return self.answer_llm.llm if self.answer_llm is not None else None
+
+    def llm_line(self) -> str:
+        if self.answer_llm is not None:
+            return self.answer_llm.description
+        return "extractive (no LLM" + (f": {self.llm_note})" if self.llm_note else ")")
+
+    def backends(self, book_ids: Sequence[str], retrieval: str) -> str:
+        """One line: which LLM, segmenter, retrieval (and reranker) and store answered."""
+        rows = {r.book_id: r for r in self.books()}
+        segs = sorted({rows[b].segmenter for b in book_ids if b in rows}) or ["?"]
+        return (
+            f"LLM: {self.llm_line()} · segmenter: {', '.join(segs)} · retrieval: {retrieval} · "
+            f"store: {store_description(self.settings.qdrant_url)}"
+        )
+
+    def condense(self, message: str, history: Sequence[Turn], title: str) -> str:
+        """The follow-up as a standalone question: the LLM rewrites it with the recent history;
+        without an LLM (or when it fails) a follow-up that names nobody is searched together
+        with the previous question."""
+        message = " ".join(message.split())
+        if not history:
+            return message
+        llm = self.llm
+        if llm is not None:
+            recent = history[-HISTORY_TURNS:]
+            transcript = "\n".join(
+                f"user: {t.question}\nassistant: {t.answer[:400]}" for t in recent
+            )
+            try:
+                raw = llm.complete(
+                    CONDENSE_PROMPT.format(title=title, chat_history=transcript, question=message)
+                ).text
+                lines = [ln.strip().strip('"').strip() for ln in raw.splitlines() if ln.strip()]
+                if lines:
+                    return lines[0]
+            except Exception as exc:  # the answer call will say what is wrong with the LLM
+                logger.warning("rewriting the follow-up failed (%s); searching as typed", exc)
+        return _concat_follow_up(message, history)
+
+    def ask(
+        self,
+        message: str,
+        book_ids: Sequence[str],
+        *,
+        upto_chapter: int | None = None,
+        history: Sequence[Turn] = (),
+        use_llm: bool = True,
+        retrieval: str | None = None,
+        top_k: int | None = None,
+    ) -> tuple[AnswerStream, str]:
+        """``(stream, standalone question)``. Raises ``ValueError`` (``UnknownBookError``) for an
+        empty question or books not loaded, before anything runs."""
+        if not " ".join(message.split()):
+            raise ValueError("the question is empty")
+        if not book_ids:
+            raise ValueError("choose at least one book")
+        settings = RetrievalSettings.from_env(retrieval or self.settings.retrieval)
+        if top_k:
+            settings.top_k = top_k
+        llm = self.llm if use_llm else None
+        done, _ = loaded_books(Library.read_registry(self.home))
+        title = "; ".join(done.get(b, b) for b in book_ids)
+        standalone = (
+            self.condense(message, history, title)
+            if use_llm
+            else _concat_follow_up(message, history)
+        )
+        engine = build_query_engine(
+            self.settings,
+            list(book_ids),
+            upto_chapter=upto_chapter,
+            llm=llm,
+            llm_description=self.answer_llm.description if llm is not None else None,
+            retrieval=settings,
+            store=self.store,
+            embed_model=self.embed_model,
+        )
+        return engine.ask(standalone), standalone
+
+    @staticmethod
+    def finished(stream: AnswerStream, message: str, standalone: str) -> Answer:
+        """The answer as the reader asked it: ``question`` typed, ``standalone_question`` the
+        rewrite that was searched (when it differs)."""
+        answer = stream.answer()
+        question = " ".join(message.split())
+        return answer.model_copy(
+            update={
+                "question": question,
+                "standalone_question": standalone if standalone != question else None,
+            }
+        )
+
+    def close(self) -> None:
+        if self.answer_llm is not None:
+            self.answer_llm.close()
+        if hasattr(self.store, "close"):
+            self.store.close()
+
+
+def _concat_follow_up(message: str, history: Sequence[Turn]) -> str:
+    """Without an LLM: a follow-up that names nobody is searched with the previous question."""
+    message = " ".join(message.split())
+    if history and (_FOLLOW_UP.search(message) or len(message.split()) <= 3):
+        return f"{history[-1].question} {message}"
+    return message

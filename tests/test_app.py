@@ -1,0 +1,324 @@
+"""The Gradio chat, launched in the test and driven through ``gradio_client`` as a browser would:
+ask (extractive, and the real llama.cpp server), follow-ups, book selection and chapters, the
+spoiler limit, uploads (a real book, and a PNG named .txt), bad input, ten concurrent sessions,
+LLM failures (unreachable, stalling mid-answer), and ``litrag ask`` / ``ingest`` / ``remove``
+while the UI holds the embedded store."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import threading
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from gradio_client import Client, handle_file
+from gradio_client.exceptions import AppError
+from test_answer import FATHER, StallingLLM, free_port
+from test_library import short_book
+from test_retriever import ALICE, WILD, ingested_shelf
+
+from litrag.app.chat import build_app, launch
+from litrag.app.handoff import remove_ui_file, running_ui, write_ui_file
+from litrag.app.service import ChatService
+from litrag.config import AnswerLLM, Settings
+from litrag.ingestion.library import Library
+from litrag.local_llm import openai_like
+from litrag.query.retriever import UnknownBookError
+
+CAUCUS = "What is a Caucus-race, and who wins it?"  # Alice, chapter III
+
+
+@pytest.fixture(scope="module")
+def app(books_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
+    """The shortened two-book shelf, copied (uploads change it), served on a free port."""
+    home = tmp_path_factory.mktemp("app") / "home"
+    shutil.copytree(ingested_shelf(books_dir, tmp_path_factory), home)
+    service = ChatService(Settings(home=home))
+    demo = build_app(service)
+    url = launch(demo, port=free_port())
+    write_ui_file(home, url)
+    try:
+        yield SimpleNamespace(url=url, service=service, home=home)
+    finally:
+        remove_ui_file(home)
+        demo.close()
+        service.close()
+
+
+@contextmanager
+def answering_with(service: ChatService, llm, description: str) -> Iterator[None]:
+    """Swap the process's LLM for one test (the service is shared by the module)."""
+    before = service.answer_llm
+    service.answer_llm = AnswerLLM(llm, description)
+    try:
+        yield
+    finally:
+        service.answer_llm = before
+
+
+def chat(client: Client, question: str, books: list[str], upto: int = 3, history=()):
+    """One Ask click: (textbox, chat, sources markdown, answered-by line, answer dict).
+
+    ``upto`` at the shelf's last chapter (3) reads as no limit."""
+    return client.predict(question, list(history), books, upto, api_name="/chat")
+
+
+def text_of(message: dict) -> str:
+    """A chat message's text (Gradio sends content as a list of typed parts)."""
+    content = message["content"]
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def png_bytes() -> bytes:
+    """A real 1x1 PNG."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    ihdr = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    idat = zlib.compress(b"\x00\xff\x00\x00")
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+# ----------------------------------------------------------------------------- asking
+def test_extractive_answer_with_sources_and_backends(app):
+    client = Client(app.url, verbose=False)
+    box, history, sources, line, answer = chat(client, FATHER, [WILD])
+    assert box == ""
+    assert answer["mode"] == "extractive" and "St. Bernard" in answer["text"]
+    assert [m["role"] for m in history][:2] == ["user", "assistant"]
+    assert text_of(history[0]) == FATHER and "St. Bernard" in text_of(history[1])
+    (src,) = answer["sources"]
+    assert src["book_id"] == WILD and src["chapter_index"] == 1
+    assert "[1] The Call of the Wild" in sources and f"sentences {src['sentence_from']}" in sources
+    assert "**" in sources  # the evidence sentences are in bold in the passage
+    assert "LLM: extractive" in line and "segmenter: offline" in line
+    assert "no reranker" in line and "no spoiler limit" in line
+
+
+def test_follow_up_is_searched_with_the_previous_question(app):
+    client = Client(app.url, verbose=False)
+    _, history, *_ = chat(client, FATHER, [WILD])
+    _, history, _, line, second = chat(client, "And his mother?", [WILD], history=history)
+    assert "searched for: “What kind of dog was Buck's father? And his mother?”" in line
+    assert second["question"] == "And his mother?"
+    assert second["standalone_question"] == f"{FATHER} And his mother?"
+    users = [text_of(m) for m in history if m["role"] == "user"]
+    assert users == [FATHER, "And his mother?"]
+    # a new session has no history: the same words are searched as typed
+    _, _, _, line, _ = chat(Client(app.url, verbose=False), "And his mother?", [WILD])
+    assert "searched for" not in line
+
+
+def test_select_books_lists_chapters_and_sets_the_slider(app):
+    client = Client(app.url, verbose=False)
+    slider, chapters = client.predict([ALICE, WILD], 1, api_name="/select_books")
+    assert "Alice" in chapters and "The Call of the Wild" in chapters
+    assert "Down the Rabbit-Hole" in chapters and "Into the Primitive" in chapters
+    assert (slider["maximum"], slider["value"]) == (3, 1)  # a limit the reader set is kept
+    slider, chapters = client.predict([WILD], 3, api_name="/select_books")
+    assert (slider["maximum"], slider["value"]) == (2, 2) and "Alice" not in chapters
+
+
+def test_spoiler_limit_is_respected(app):
+    client = Client(app.url, verbose=False)
+    *_, line, free = chat(client, CAUCUS, [ALICE], upto=3)  # right end: no limit
+    assert free["upto_chapter"] is None and free["sources"][0]["chapter_index"] == 3
+    *_, line, limited = chat(Client(app.url, verbose=False), CAUCUS, [ALICE], upto=1)
+    assert limited["upto_chapter"] == 1 and "spoiler limit: up to chapter 1" in line
+    assert limited["sources"] and all(s["chapter_index"] <= 1 for s in limited["sources"])
+    # two books, one limit: nothing past chapter 1 of either
+    body = app.service.ask(CAUCUS, [ALICE, WILD], upto_chapter=1, use_llm=False)[0]
+    assert all(s.chapter_index <= 1 for s in body.answer().sources)
+
+
+def test_bad_input_is_one_clear_line(app):
+    client = Client(app.url, verbose=False)
+    _, history, _, line, _ = chat(client, "   ", [WILD])
+    assert line == "⚠️ Type a question first." and history == []
+    _, history, _, line, _ = chat(client, FATHER, [])
+    assert "Choose a book" in line and history == []
+    with pytest.raises(AppError, match=r"'pg999' .* is not in the list of choices"):
+        chat(client, FATHER, ["pg999"])  # the library panel offers loaded books only
+    with pytest.raises(UnknownBookError, match=r"pg215 \(The Call of the Wild\)"):
+        app.service.ask(FATHER, ["pg999"])
+
+
+# ----------------------------------------------------------------------------- uploads
+def test_upload_a_book_then_ask_it(app, books_dir, tmp_path):
+    book = short_book(books_dir / "pg84_frankenstein.txt", tmp_path / "pg84_short.txt", "Letter 3")
+    client = Client(app.url, verbose=False)
+    log, books, _ = client.predict([handle_file(str(book))], [WILD], api_name="/add_books")
+    assert "added **pg84**" in log, log
+    assert "pg84" in {r.book_id for r in app.service.books()}
+    # the library panel lists it, selected beside the books already chosen
+    assert books["value"] == [WILD, "pg84"]
+    assert [c[1] for c in books["choices"]] == [ALICE, WILD, "pg84"]
+    *_, answer = chat(client, "Who writes these letters to his sister?", ["pg84"])
+    assert answer["sources"] and answer["sources"][0]["book_id"] == "pg84"
+    assert (app.home / "uploads" / "pg84_short.txt").exists()
+    log, _, _ = client.predict([handle_file(str(book))], [WILD], api_name="/add_books")
+    assert "already in the library" in log
+
+
+def test_upload_of_a_png_named_txt_is_refused(app, tmp_path):
+    fake = tmp_path / "cover.txt"
+    fake.write_bytes(png_bytes() * 20)
+    before = Library.read_registry(app.home)
+    log, books, _ = Client(app.url, verbose=False).predict(
+        [handle_file(str(fake))], [WILD], api_name="/add_books"
+    )
+    assert "❌" in log and "cover.txt" in log and "binary" in log.lower(), log
+    assert Library.read_registry(app.home) == before
+    assert books["value"] == [WILD] and len(books["choices"]) == len(before)
+    assert not (app.home / "uploads" / "cover.txt").exists()
+
+
+# ----------------------------------------------------------------------------- sessions
+def test_ten_concurrent_chats_do_not_cross_talk(app):
+    """Ten sessions at once, two books, each a question and a follow-up: every session sees
+    only its own turns, its own book and its own follow-up rewrite."""
+    asks = {
+        WILD: ("Who is Manuel?", "Why did he sell him?"),
+        ALICE: ("What does Alice find in the little bottle?", "What happens when she drinks it?"),
+    }
+    results: dict[int, tuple] = {}
+    errors: list[BaseException] = []
+
+    def session(i: int) -> None:
+        try:
+            book = WILD if i % 2 else ALICE
+            first, follow = asks[book]
+            first = f"{first} ({i})"  # a mark of the session in its own history
+            client = Client(app.url, verbose=False)
+            _, history, _, _, a1 = chat(client, first, [book])
+            _, history, _, line, a2 = chat(client, follow, [book], history=history)
+            results[i] = (book, first, history, line, a1, a2)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=session, args=(i,)) for i in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors
+    assert len(results) == 10
+    for i, (book, first, history, line, a1, a2) in results.items():
+        users = [text_of(m) for m in history if m["role"] == "user"]
+        assert len(users) == 2 and first in users[0], (i, users)
+        assert f"searched for: “{first} " in line, (i, line)
+        assert a1["question"] == first and a2["book_ids"] == [book]
+        assert all(s["book_id"] == book for s in a1["sources"] + a2["sources"])
+
+
+# ----------------------------------------------------------------------------- LLM failures
+def test_unreachable_llm_shows_a_message_and_the_sources(app):
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    llm = openai_like(dead, max_retries=0, timeout=5)
+    with answering_with(app.service, llm, f"local at {dead}"):
+        _, history, sources, line, answer = chat(Client(app.url, verbose=False), FATHER, [WILD])
+    assert answer["error"].startswith(f"cannot reach the LLM server at {dead}")
+    assert f"cannot reach the LLM server at {dead}" in text_of(history[1])
+    assert "passages it was given are listed under Sources" in text_of(history[1])
+    assert line.startswith("⚠️ cannot reach the LLM server")
+    assert len(answer["sources"]) == 5 and "[5] The Call of the Wild" in sources
+
+
+@pytest.fixture
+def stalling_url() -> Iterator[str]:
+    from http.server import ThreadingHTTPServer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StallingLLM)
+    server.daemon_threads = True
+    server.release = threading.Event()  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.release.set()  # type: ignore[attr-defined]
+    server.shutdown()
+    server.server_close()
+
+
+def test_llm_timing_out_mid_stream_keeps_the_partial_answer(app, stalling_url):
+    llm = openai_like(stalling_url, max_retries=0, timeout=1.5)
+    with answering_with(app.service, llm, "stall"):
+        _, history, sources, _, answer = chat(Client(app.url, verbose=False), FATHER, [WILD])
+    shown = text_of(history[1])
+    assert shown.startswith("Buck's father was\n\n⚠️ the LLM")
+    assert "timed out mid-answer" in shown and answer["text"] == "Buck's father was"
+    assert len(answer["sources"]) == 5 and "[1] The Call of the Wild" in sources
+
+
+@pytest.mark.llm
+def test_streams_a_cited_answer_from_the_local_llm(app, llama_server):
+    """The real llama.cpp server (SmolLM2: plumbing, not quality): the answer arrives in
+    several pieces, the sources are real blocks of the book, the line names the LLM."""
+    llm = llama_server.llm(max_tokens=48, timeout=600)
+    with answering_with(app.service, llm, "SmolLM2 (test llama.cpp)"):
+        client = Client(app.url, verbose=False)
+        job = client.submit(FATHER, [], [WILD], 3, api_name="/chat")
+        updates = list(job)
+        _, history, sources, line, answer = job.outputs()[-1]
+        follow = chat(client, "Who was his mother?", [WILD], history=history)
+    texts = {text_of(u[1][1]) for u in updates if len(u[1]) > 1}
+    assert len(texts) > 2  # streamed: several distinct partial answers
+    assert answer["mode"] == "llm" and answer["error"] is None and answer["text"]
+    assert "LLM: SmolLM2 (test llama.cpp)" in line
+    real = {n.node_id for n in app.service.store.get_nodes() if n.metadata["book_id"] == WILD}
+    assert len(answer["sources"]) == 5 and {s["node_id"] for s in answer["sources"]} <= real
+    assert "[1] The Call of the Wild" in sources
+    assert follow[4]["question"] == "Who was his mother?" and follow[4]["sources"]
+
+
+# ----------------------------------------------------------------------------- other commands
+def litrag(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LITRAG_LLM")}
+    env["LITRAG_HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "litrag.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_cli_works_while_the_ui_holds_the_library(app, tmp_path):
+    ui = running_ui(app.home)
+    assert ui is not None and ui.pid == os.getpid() and ui.url == app.url
+    r = litrag(app.home, "books")
+    assert r.returncode == 0 and "pg215" in r.stdout
+    r = litrag(app.home, "ask", FATHER, "--book", WILD, "--no-llm", "--json")
+    assert r.returncode == 0, r.stderr
+    answer = json.loads(r.stdout)
+    assert answer["mode"] == "extractive" and "St. Bernard" in answer["text"]
+    assert answer["sources"][0]["book_id"] == WILD
+    r = litrag(app.home, "ask", FATHER, "--book", WILD, "--no-llm", "--upto-chapter", "1")
+    assert r.returncode == 0, r.stderr
+    assert "asking through the litrag chat UI (pid" in r.stderr
+    assert "St. Bernard" in r.stdout and "Sources (" in r.stdout and "up to chapter 1" in r.stdout
+    r = litrag(app.home, "ask", FATHER, "--book", "pg999")  # checked before the store: local
+    assert r.returncode == 2 and "no book 'pg999'" in r.stderr
+    book = tmp_path / "x.txt"
+    book.write_text("It was a dark night. " * 50, encoding="utf-8")
+    for args in (("ingest", str(book)), ("remove", ALICE)):
+        r = litrag(app.home, *args)
+        last = r.stderr.strip().splitlines()[-1]
+        assert r.returncode == 2
+        assert last.startswith(f"error: the library {app.home} is held by the litrag chat UI")
+        assert f"pid {os.getpid()}" in last and "upload panel" in last
+        assert sum(line.startswith("error:") for line in r.stderr.splitlines()) == 1
+    assert ALICE in {r.book_id for r in app.service.books()}
