@@ -4,6 +4,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
+# The browser test drives Debian's chromium through playwright (no browser download).
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "== installing Debian's chromium for the browser test"
+  sudo_=""
+  if [ "$(id -u)" != 0 ]; then sudo_="sudo"; fi
+  $sudo_ apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq chromium >/dev/null
+fi
+
 echo "== base install: 'from litrag import LitSegNodeParser' with base dependencies only"
 base="$(mktemp -d)/base-venv"
 python3 -m venv "$base"

@@ -147,7 +147,7 @@ def test_spoiler_limit_is_respected(app):
 def test_bad_input_is_one_clear_line(app):
     client = Client(app.url, verbose=False)
     _, history, _, line, _ = chat(client, "   ", [WILD])
-    assert line == "⚠️ Type a question first." and history == []
+    assert line == "⚠ Type a question first." and history == []
     _, history, _, line, _ = chat(client, FATHER, [])
     assert "Choose a book" in line and history == []
     with pytest.raises(AppError, match=r"'pg999' .* is not in the list of choices"):
@@ -180,7 +180,7 @@ def test_upload_of_a_png_named_txt_is_refused(app, tmp_path):
     log, books, _ = Client(app.url, verbose=False).predict(
         [handle_file(str(fake))], [WILD], api_name="/add_books"
     )
-    assert "❌" in log and "cover.txt" in log and "binary" in log.lower(), log
+    assert "✗" in log and "cover.txt" in log and "binary" in log.lower(), log
     assert Library.read_registry(app.home) == before
     assert books["value"] == [WILD] and len(books["choices"]) == len(before)
     assert not (app.home / "uploads" / "cover.txt").exists()
@@ -233,7 +233,7 @@ def test_unreachable_llm_shows_a_message_and_the_sources(app):
     assert answer["error"].startswith(f"cannot reach the LLM server at {dead}")
     assert f"cannot reach the LLM server at {dead}" in text_of(history[1])
     assert "passages it was given are listed under Sources" in text_of(history[1])
-    assert line.startswith("⚠️ cannot reach the LLM server")
+    assert line.startswith("⚠ cannot reach the LLM server")
     assert len(answer["sources"]) == 5 and "[5] The Call of the Wild" in sources
 
 
@@ -257,7 +257,7 @@ def test_llm_timing_out_mid_stream_keeps_the_partial_answer(app, stalling_url):
     with answering_with(app.service, llm, "stall"):
         _, history, sources, _, answer = chat(Client(app.url, verbose=False), FATHER, [WILD])
     shown = text_of(history[1])
-    assert shown.startswith("Buck's father was\n\n⚠️ the LLM")
+    assert shown.startswith("Buck's father was\n\n⚠ the LLM")
     assert "timed out mid-answer" in shown and answer["text"] == "Buck's father was"
     assert len(answer["sources"]) == 5 and "[1] The Call of the Wild" in sources
 
@@ -322,3 +322,40 @@ def test_cli_works_while_the_ui_holds_the_library(app, tmp_path):
         assert f"pid {os.getpid()}" in last and "upload panel" in last
         assert sum(line.startswith("error:") for line in r.stderr.splitlines()) == 1
     assert ALICE in {r.book_id for r in app.service.books()}
+
+
+def test_first_start_ingests_the_bundled_book_and_cleans_up(books_dir, tmp_path, monkeypatch):
+    """`litrag chat` on an empty library: the bundled book (here its first chapter, for time)
+    is ingested offline, the UI serves it, ``ui.json`` names the UI and is gone after it."""
+    from litrag.app import serve
+
+    short = short_book(
+        books_dir / "pg215_call_of_the_wild.txt", tmp_path / "wild.txt", "Chapter II."
+    )
+    monkeypatch.setattr(serve, "BUNDLED_BOOK", short)
+    home = tmp_path / "home"
+    stop, ready, status = threading.Event(), threading.Event(), {}
+    urls: list[str] = []
+
+    def run() -> None:
+        status["rc"] = serve.run_chat(
+            Settings(home=home),
+            port=free_port(),
+            no_llm=True,
+            ready=lambda url: (urls.append(url), ready.set()),
+            stop=stop,
+        )
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        assert ready.wait(600), "the UI did not come up"
+        assert [r.book_id for r in Library.read_registry(home)] == [WILD]
+        ui = running_ui(home)
+        assert ui is not None and ui.url == urls[0] and ui.pid == os.getpid()
+        *_, line, answer = chat(Client(urls[0], verbose=False), FATHER, [WILD], upto=1)
+        assert "St. Bernard" in answer["text"] and "no LLM: --no-llm" in line
+    finally:
+        stop.set()
+        thread.join(120)
+    assert status["rc"] == 0 and not (home / "ui.json").exists()

@@ -167,14 +167,14 @@ class ChatApp:
         question = " ".join((message or "").split())
         book_ids = list(book_ids or [])
         if not question:
-            yield gr.skip(), chat, gr.skip(), "⚠️ Type a question first.", state, gr.skip()
+            yield gr.skip(), chat, gr.skip(), "⚠ Type a question first.", state, gr.skip()
             return
         if not book_ids:
             yield (
                 gr.skip(),
                 chat,
                 gr.skip(),
-                "⚠️ Choose a book in the library panel first.",
+                "⚠ Choose a book in the library panel first.",
                 state,
                 gr.skip(),
             )
@@ -188,8 +188,8 @@ class ChatApp:
                 question, book_ids, upto_chapter=limit, history=history
             )
         except ValueError as exc:  # a book gone from the library, an empty question
-            chat[-1] = {"role": "assistant", "content": f"⚠️ {exc}"}
-            yield "", chat, gr.skip(), f"⚠️ {exc}", state, gr.skip()
+            chat[-1] = {"role": "assistant", "content": f"⚠ {exc}"}
+            yield "", chat, gr.skip(), f"⚠ {exc}", state, gr.skip()
             return
         preview = Answer(
             question=question,
@@ -210,7 +210,7 @@ class ChatApp:
         answer = self.service.finished(stream, question, standalone)
         shown = answer.text
         if answer.error:
-            note = f"⚠️ {answer.error}."
+            note = f"⚠ {answer.error}."
             if answer.sources:
                 note += " The passages it was given are listed under Sources."
             shown = f"{shown}\n\n{note}" if shown else note
@@ -220,7 +220,7 @@ class ChatApp:
                 {
                     "role": "assistant",
                     "content": render_citations(answer),
-                    "metadata": {"title": f"📚 Sources ({len(answer.sources)})", "status": "done"},
+                    "metadata": {"title": f"Sources ({len(answer.sources)})", "status": "done"},
                 }
             )
         turns = [*state.get("turns", []), {"question": question, "answer": answer.text}]
@@ -229,7 +229,7 @@ class ChatApp:
         if standalone != question:
             line += f" · searched for: “{_esc(standalone)}”"
         if answer.error:
-            line = f"⚠️ {_esc(answer.error)}  \n{line}"
+            line = f"⚠ {_esc(answer.error)}  \n{line}"
         yield "", chat, render_sources(answer), line, state, answer.model_dump()
 
     def clear(self, state: dict) -> tuple[Any, ...]:
@@ -276,7 +276,7 @@ class ChatApp:
         """Ingest uploaded .txt books, streaming the ingest's log; errors name the file."""
         paths = [f if isinstance(f, str) else getattr(f, "name", str(f)) for f in files or []]
         if not paths:
-            yield "⚠️ Choose one or more .txt files first.", gr.skip(), gr.skip()
+            yield "⚠ Choose one or more .txt files first.", gr.skip(), gr.skip()
             return
         events: queue.Queue[str | None] = queue.Queue()
         result: dict[str, Any] = {}
@@ -301,12 +301,12 @@ class ChatApp:
             yield "```\n" + "\n".join(log[-30:]) + "\n```", gr.skip(), gr.skip()
         lines = []
         if "error" in result:
-            lines.append(f"❌ ingest failed: {result['error']}")
+            lines.append(f"✗ ingest failed: {result['error']}")
         report = result.get("report")
         if report is not None:
-            lines += [f"✅ added **{b}**" for b in report.ingested]
-            lines += [f"ℹ️ **{b}** was already in the library" for b in report.unchanged]
-            lines += [f"❌ {_esc(reason)}" for _path, reason in report.failed]
+            lines += [f"✓ added **{b}**" for b in report.ingested]
+            lines += [f"**{b}** was already in the library" for b in report.unchanged]
+            lines += [f"✗ {_esc(reason)}" for _path, reason in report.failed]
         new = list(report.ingested) if report is not None else []
         selected = list(dict.fromkeys([*(book_ids or []), *new]))
         choices = self.book_choices()
@@ -322,9 +322,15 @@ class ChatApp:
         top = self.max_chapter(first) if first else 1
         with gr.Blocks(title="litrag: ask a book", analytics_enabled=False) as demo:
             state = gr.State({"turns": [], "upto_max": top})
+            gr.Markdown(
+                "## litrag · ask a book\n"
+                "Answers cite the passages they come from; the slider keeps the chapters you "
+                "have not read out of the search.",
+                elem_id="header",
+            )
             with gr.Row(equal_height=False):
                 with gr.Column(scale=1, min_width=300):
-                    gr.Markdown("### 📚 Library")
+                    gr.Markdown("### Library")
                     books = gr.CheckboxGroup(
                         choices=choices, value=first, label="Ask these books", elem_id="books"
                     )
