@@ -283,6 +283,89 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_eval_answers(args: argparse.Namespace) -> int:
+    """`litrag eval answers`: answer a question set, score it (and judge it), reports into --out."""
+    import shlex
+
+    from litrag.config import Settings, build_answer_llm
+    from litrag.eval.answer_metrics import AnswerScorer
+    from litrag.eval.answer_report import markdown, write_reports
+    from litrag.eval.answers import (
+        DATASETS,
+        Generator,
+        build_judge,
+        evaluate_answers,
+        load_answer_questions,
+        select_questions,
+    )
+    from litrag.local_llm import LocalModelError
+    from litrag.query.edge_store import StoreLockedError
+    from litrag.query.retriever import RetrievalSettings, UnknownBookError
+
+    if threading.current_thread() is threading.main_thread():  # the LLM server must not outlive us
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    data = Path(os.environ.get("LITRAG_DATA") or "../shared/data")
+    qfile = args.questions or data / DATASETS[args.dataset]
+    books = args.books or qfile.resolve().parent.parent
+    out = args.out or settings.home() / "eval-results"
+    cache_dir = args.cache_dir or settings.home() / "eval-cache"
+    command = "litrag " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    s = Settings()
+    if args.timeout is not None:
+        s.llm_timeout = args.timeout
+    answer_llm = judge_closer = None
+    try:
+        questions, dropped = load_answer_questions(qfile, args.dataset, books)
+        wanted = args.only_books.split(",") if args.only_books else []
+        questions, dropped_ids = select_questions(questions, wanted, args.limit, dropped)
+        if not questions:
+            raise ValueError(f"no questions left in {qfile} after --only-books / --limit")
+        retrieval = RetrievalSettings.from_env(args.retrieval or s.retrieval)
+        if args.top_k:
+            retrieval.top_k = args.top_k
+        generator = Generator(answer_tokens=args.answer_tokens)
+        if not args.no_llm:
+            if not s.llm_url:
+                say(f"starting the local LLM ({s.local_llm}) ...")
+            answer_llm = build_answer_llm(s, max_tokens=args.answer_tokens)
+            generator = Generator(answer_llm.llm, answer_llm.description, args.answer_tokens)
+        judge, judge_closer = build_judge(
+            s,
+            local=args.judge == "local",
+            url=args.judge_url,
+            model=args.judge_model,
+            answer_llm=answer_llm,
+            max_retries=args.judge_retries,
+            timeout=args.timeout,
+        )
+        run = evaluate_answers(
+            questions,
+            books,
+            cache_dir=cache_dir,
+            dataset=args.dataset,
+            chunker=args.chunker,
+            generator=generator,
+            judge=judge,
+            scorer=AnswerScorer.create(args.bertscore or os.environ.get("LITRAG_BERTSCORE_MODEL")),
+            retrieval=retrieval,
+            library=s if args.library else None,
+            dropped=dropped_ids,
+            say=say,
+        )
+    except (OSError, ValueError, LocalModelError, StoreLockedError, UnknownBookError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        for held in (answer_llm, judge_closer):
+            if held is not None:
+                held.close()
+    paths = write_reports(run, out, command)
+    print(markdown(run, command))
+    print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
+    return 0
+
+
 def _close_store(engine: Any) -> None:
     store = engine.retriever.vector_store
     if hasattr(store, "close"):
@@ -556,6 +639,32 @@ def build_parser() -> argparse.ArgumentParser:
     er.add_argument("--cache-dir", type=Path, help="default: $LITRAG_HOME/eval-cache")
     er.add_argument("--out", type=Path, help="report folder (default: $LITRAG_HOME/eval-results)")
     er.set_defaults(func=_cmd_eval_retrieval)
+
+    ea = ev.add_parser("answers", help="answer a question set and score the answers")
+    ea.add_argument("--dataset", choices=["gutenqa", "literaryqa"], default="gutenqa")
+    ea.add_argument("--questions", type=Path, help="JSONL (default: the dataset's file in data)")
+    ea.add_argument("--books", type=Path, help="where book files resolve (default: data dir)")
+    ea.add_argument("--only-books", help="comma list of substrings of book_file to keep")
+    ea.add_argument("--limit", type=int, help="the first N questions (after --only-books)")
+    ea.add_argument("--chunker", default="litseg-offline", help="a chunker of `eval retrieval`")
+    ea.add_argument(
+        "--library", action="store_true", help="search the $LITRAG_HOME library, not --chunker"
+    )
+    ea.add_argument("--no-llm", action="store_true", help="extractive answers (the baseline)")
+    ea.add_argument("--retrieval", choices=["embedded", "paper"], help="retrieval preset")
+    ea.add_argument("--top-k", type=int, help="blocks given to the LLM (default 5)")
+    ea.add_argument("--answer-tokens", type=int, default=256, help="answer length cap")
+    ea.add_argument("--judge", choices=["local"], help="judge with the packaged local LLM")
+    ea.add_argument("--judge-url", help="judge LLM: an OpenAI-compatible endpoint")
+    ea.add_argument("--judge-model", help="model name at --judge-url")
+    ea.add_argument("--judge-retries", type=int, default=2, help="repairs of unreadable ratings")
+    ea.add_argument(
+        "--bertscore", help="BERTScore model: 'minilm' (packaged) or a local folder (default: off)"
+    )
+    ea.add_argument("--timeout", type=float, help="seconds an LLM may stay silent")
+    ea.add_argument("--cache-dir", type=Path, help="default: $LITRAG_HOME/eval-cache")
+    ea.add_argument("--out", type=Path, help="report folder (default: $LITRAG_HOME/eval-results)")
+    ea.set_defaults(func=_cmd_eval_answers)
     return p
 
 

@@ -2,7 +2,7 @@
 # Create .venv (if needed) and install litrag with the extras named in $LITRAG_EXTRAS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="${LITRAG_EXTRAS:-dev,app,server,local-llm}"
+extras="${LITRAG_EXTRAS:-dev,app,server,local-llm,eval}"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
@@ -10,6 +10,22 @@ fi
 # CPU build of torch that lies on disk on these machines; a bare `torch` would pull CUDA.
 # Installed first so no extra can pull another build; the base package itself needs no torch.
 case ",$extras," in
-  *,embeddings,*|*,app,*) .venv/bin/python -m pip install --quiet torch==2.13.0 ;;
+  *,embeddings,*|*,app,*|*,eval,*) .venv/bin/python -m pip install --quiet torch==2.13.0 ;;
 esac
 .venv/bin/python -m pip install --quiet -e ".[${extras}]"
+
+# METEOR's synonym stage reads WordNet from disk (nothing downloads it at run time): Debian's
+# wordnet-base dictionary in /usr/share/wordnet. Without it METEOR says so and matches exact and
+# stemmed words only. Needs root (CI and these machines are root); elsewhere, install it yourself
+# or point LITRAG_WORDNET at any WordNet 3.0 dict folder.
+case ",$extras," in
+  *,eval,*)
+    if [ ! -f /usr/share/wordnet/data.noun ] && command -v apt-get >/dev/null; then
+      if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq >/dev/null && apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends wordnet-base >/dev/null \
+          || echo "warning: apt-get install wordnet-base failed: METEOR will run without WordNet" >&2
+      else
+        echo "note: METEOR wants WordNet: sudo apt-get install wordnet-base (or set LITRAG_WORDNET)" >&2
+      fi
+    fi ;;
+esac
