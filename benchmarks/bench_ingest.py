@@ -2,6 +2,7 @@
 
     python benchmarks/bench_ingest.py                 # six books: per-book seconds, peak memory
     python benchmarks/bench_ingest.py --scale         # 1, 3, 6 books and 6 x 5 copies (~30)
+    python benchmarks/bench_ingest.py --scale --copies 2   # a shorter curve
 
 Each run uses a fresh LITRAG_HOME in a temporary folder and reports wall time, per-book load /
 segment / embed / store seconds and the peak RSS of the ingesting process.
@@ -73,7 +74,8 @@ def main() -> None:
         print(json.dumps(ingest(Path(sys.argv[2]))))
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--scale", action="store_true", help="also 1, 3 and 6x5 books")
+    p.add_argument("--scale", action="store_true", help="also 1, 3 and 6 x COPIES books")
+    p.add_argument("--copies", type=int, default=5, help="copies of the six in --scale (5: ~30)")
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="litrag-books-"))
     r = run_child(copies(tmp / "six", 6, 1))
@@ -89,7 +91,7 @@ def main() -> None:
         )
     if args.scale:
         print("\n| books | nodes | wall s | s per 1k nodes | peak RSS MiB |\n|---|---|---|---|---|")
-        for n, times in ((1, 1), (3, 1), (6, 1), (6, 5)):
+        for n, times in ((1, 1), (3, 1), (6, 1), (6, args.copies)):
             r = run_child(copies(tmp / f"scale{n}x{times}", n, times))
             per_k = r["wall_s"] / max(r["nodes"], 1) * 1000
             print(
