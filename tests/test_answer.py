@@ -97,6 +97,8 @@ def test_prompt_is_the_papers_layout(engine_for):
     head = f"Book Title: The Call of the Wild\nQuestion: {FATHER}\nReferences:\nChunk: ["
     assert user.content.startswith(head)
     assert user.content.count("\nChunk: [") == len(nodes) == 5
+    # the question comes again after the references, nearest to where the answer starts
+    assert user.content.endswith(f"\n\nQuestion: {FATHER}\nAnswer:")
     first = nodes[0].node
     assert f"[{first.metadata['chapter_title']} - {first.metadata['subtitle']}]" in user.content
     assert first.get_content() in user.content

@@ -2,6 +2,9 @@
 
 The prompt is the LitSeg paper's (Appendix H): its generation system prompt with the GutenQA
 suffix, and the user message "Book Title / Question / References" with one "Chunk:" per block.
+One addition: the question is asked again after the references, so a small model reads it last
+rather than a few thousand tokens back (it made the packaged 1.5B model answer more of the Call of
+the Wild acceptance questions correctly, from the same retrieved blocks).
 Every answer carries its sources: exactly the blocks that were in the prompt, in prompt order
 (blocks that did not fit the model's context are dropped *before* the call, so never cited).
 
@@ -50,7 +53,10 @@ QA_SYSTEM_PROMPT = (
     "without explanation or additional information."
 )
 GUTENQA_SUFFIX = "Answer in one sentence, and be concise."
-QA_USER_TEMPLATE = "Book Title: {title}\nQuestion: {query}\nReferences:\n{references}"
+QA_USER_TEMPLATE = (
+    "Book Title: {title}\nQuestion: {query}\nReferences:\n{references}\n\n"
+    "Question: {query}\nAnswer:"
+)
 CHUNK_TEMPLATE = "Chunk: {doc}"
 
 QA_PROMPT = ChatPromptTemplate(
