@@ -111,6 +111,21 @@ def test_changed_book_replaces_its_nodes(shelf, tmp_path):
     lib.store.close()
 
 
+def test_another_file_of_the_same_ebook_replaces_it_and_says_so(shelf, books_dir, tmp_path):
+    lib = library_at(tmp_path / "home")
+    lib.ingest([shelf / "alice.txt"])
+    raw = (books_dir / "variants" / "alice30_1994_oldstyle_header.txt").read_text(encoding="ascii")
+    old_style = tmp_path / "alice30.txt"  # the 1994 "SMALL PRINT" edition of the same ebook #11
+    old_style.write_text(raw[: raw.index("CHAPTER III")], encoding="ascii")
+    said: list[str] = []
+    report = lib.ingest([old_style], on_event=said.append)
+    assert report.ingested == ["pg11"]
+    assert any(f"was {shelf / 'alice.txt'}, now {old_style}" in line for line in said), said
+    assert [b.book_id for b in lib.books()] == ["pg11"]
+    assert lib.book("pg11").source == str(old_style)
+    lib.store.close()
+
+
 def test_one_bad_book_does_not_stop_the_others(shelf, tmp_path):
     folder = tmp_path / "mixed"
     folder.mkdir()

@@ -214,7 +214,8 @@ class Library:
             say(f"  {book.book_id} unchanged")
             return
         if old is not None and old.fingerprint != fp:
-            say(f"  {book.book_id} changed: replacing its nodes")
+            moved = f" (was {old.source}, now {file})" if old.source != str(file) else ""
+            say(f"  {book.book_id} changed: replacing its nodes{moved}")
             self._drop_nodes(book.book_id)
         record = BookRecord(
             book_id=book.book_id,
