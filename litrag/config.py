@@ -148,7 +148,9 @@ def build_answer_llm(s: Settings, max_tokens: int = 256) -> AnswerLLM:
         )
         return AnswerLLM(llm, f"{s.llm_model} at {s.llm_url}")
     path = local_model_path(s.local_llm, s.models_dir or s.home / "models")
-    server = LlamaServer(path, n_ctx=s.llm_context).start()
+    # Answers need no per-token logits: without them llama-cpp-python does not keep an
+    # n_ctx x vocabulary float array (2.5 GB for Qwen's 152k vocabulary at 4k context).
+    server = LlamaServer(path, n_ctx=s.llm_context, extra_args=["--logits_all", "False"]).start()
     # Nothing streams until the whole prompt is read: on a busy 2-core CPU a full context takes
     # minutes. A retry would only queue the same work again on the one local server.
     llm = server.llm(
