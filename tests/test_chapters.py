@@ -164,7 +164,7 @@ def test_alice_variants_agree(chapters: dict) -> None:
     assert [d.metadata["chapter_title"] for d in old_docs] == [t.replace("’", "'") for t in new]
     assert old_docs[10].metadata["chapter_title"] == "CHAPTER XI. Who Stole the Tarts?"
     assert old_docs[0].text.startswith("Alice was beginning")
-    assert old_docs[0].metadata["author"] == "Unknown"
+    assert old_docs[0].metadata["author"] == "Lewis Carroll"  # from its title page
 
 
 def test_ids_are_deterministic(books_dir: Path) -> None:

@@ -123,8 +123,9 @@ def test_title_continuation_is_the_subtitle(books_dir: Path) -> None:
 def test_variant_1994_small_print_header(books_dir: Path) -> None:
     book = load_book(books_dir / "variants" / "alice30_1994_oldstyle_header.txt")
     assert (book.book_id, book.ebook_id, book.encoding) == ("pg11", 11, "ascii")
-    assert book.title == "Alice in Wonderland"  # from "Project Gutenberg Etext of ..."
-    assert book.author is None and book.language is None
+    # the title above "March, 1994  [Etext #11]"; the author from the book's own title page
+    assert book.title == "Alice's Adventures in Wonderland"
+    assert book.author == "Lewis Carroll" and book.language is None
     assert book.release_date == "March, 1994"
     assert book.text.startswith("ALICE'S ADVENTURES IN WONDERLAND")
     assert book.text.endswith("THE END")

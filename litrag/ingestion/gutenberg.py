@@ -100,7 +100,7 @@ def load_book(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTE
     warnings += marker_warnings
     if not body:
         raise BookLoadError(p, "nothing left after stripping the Project Gutenberg header/footer")
-    meta = _metadata(header, p)
+    meta = _metadata(header, p, body)
     return Book(text=body, encoding=encoding, source=str(p), warnings=warnings, **meta)
 
 
@@ -234,14 +234,46 @@ def _field(header: str, name: str) -> tuple[str | None, str | None]:
     return " ".join(m.group(1).split()), (" ".join(m.group(2).split()) if m.group(2) else None)
 
 
-def _metadata(header: str, p: Path) -> dict[str, object]:
+def _titled_line(header: str) -> str | None:
+    """The 1990s layout's title: the line just above ``March, 1994  [Etext #11]``."""
+    m = _DATE_WITH_ID.search(header)
+    if not m:
+        return None
+    above = [ln.strip() for ln in header[: m.start()].splitlines() if ln.strip()]
+    if above and len(above[-1]) < 100 and "*" not in above[-1] and "Gutenberg" not in above[-1]:
+        return " ".join(above[-1].split())
+    return None
+
+
+def _fold(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", " ", text.lower().replace("’", "'")).strip()
+
+
+def _title_page_author(body: str, title: str) -> str | None:
+    """The name under the title on the book's own title page (``Lewis Carroll``)."""
+    lines = [ln.strip() for ln in body[:3000].splitlines() if ln.strip()][:40]
+    for i, line in enumerate(lines[:-1]):
+        if _fold(line) == _fold(title):
+            name = re.sub(r"^by\s+", "", lines[i + 1], flags=re.IGNORECASE)
+            if _NAME.match(name):
+                return name.title() if name.isupper() else name
+    return None
+
+
+_NAME = re.compile(r"^[A-Z][\w.'’-]*(?:\s+[A-Z][\w.'’-]*){1,4}$")
+
+
+def _metadata(header: str, p: Path, body: str = "") -> dict[str, object]:
     title, subtitle = _field(header, "Title")
     author, _ = _field(header, "Author")
     if not title or not author:
+        title = title or _titled_line(header)
         m = _TITLE_LINE.search(header)
         if m:
             title = title or " ".join(m.group("title").split())
             author = author or (" ".join(m.group("author").split()) if m.group("author") else None)
+    if title and not author:
+        author = _title_page_author(body, title)
     stem = p.stem
     name_title = re.sub(r"^pg\d+[_-]+", "", stem).replace("_", " ").replace("-", " ").strip()
     title = title or (name_title.title() if name_title else stem)
