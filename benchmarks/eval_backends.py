@@ -75,11 +75,10 @@ def main() -> None:
 
     from qdrant_client import QdrantClient
 
-    from litrag.query.edge_store import QdrantEdgeVectorStore
     from litrag.query.export import export_library
 
     target = Path(tempfile.mkdtemp(prefix="litrag-qdrant-local-"))
-    edge = QdrantEdgeVectorStore(path=args.home / "index", collection_name=s.collection)
+    edge = make_vector_store(args.home, s.collection, url="")
     client = QdrantClient(path=str(target))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Payload indexes have no effect")
