@@ -243,27 +243,74 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
     import shlex
 
     from litrag.eval.report import markdown, write_reports
-    from litrag.eval.retrieval import evaluate_retrieval, load_questions, parse_modes
+    from litrag.eval.retrieval import (
+        LLM_CHUNKERS,
+        ChunkerLLM,
+        evaluate_retrieval,
+        load_questions,
+        parse_modes,
+    )
+    from litrag.local_llm import LocalModelError
 
     data = Path(os.environ.get("LITRAG_DATA") or "../shared/data")
     qfile = args.questions or data / "gutenqa" / "questions.jsonl"
     books = args.books or qfile.resolve().parent.parent
     out = args.out or settings.home() / "eval-results"
     command = "litrag " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    chunkers = args.chunkers.split(",")
+    kinds = args.modes.split(",")
+    if args.reranker and "hybrid+rerank" not in kinds:
+        kinds.append("hybrid+rerank")
+    wants_llm = [k for k in chunkers if k in LLM_CHUNKERS]
+    if (args.llm_url or args.local_llm) and not wants_llm:
+        say("note: an LLM is given but no LLM chunker is chosen (" + ", ".join(LLM_CHUNKERS) + ")")
+    server = None
     try:
         questions = load_questions(qfile)
         if args.only_books:
             wanted = args.only_books.split(",")
             questions = [q for q in questions if any(w in q.book_file for w in wanted)]
         modes = parse_modes(
-            args.modes.split(","),
+            kinds,
             args.fusion.split(","),
             [float(a) for a in args.alpha.split(",")],
         )
+        setup = None
+        if wants_llm:
+            llm, identity, path = _llm_from_args(args), "", None
+            if llm is None and args.local_llm:
+                from litrag.local_llm import LlamaServer, local_model_path, openai_like
+
+                if threading.current_thread() is threading.main_thread():
+                    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the server too
+                path = local_model_path(args.local_llm)
+                say(f"starting the local LLM {path.name} (llama.cpp, n_ctx {args.n_ctx}) ...")
+                server = LlamaServer(path, n_ctx=args.n_ctx, n_threads=args.llm_threads).start()
+                llm = openai_like(
+                    server.api_base, server.model, context_window=args.n_ctx, timeout=args.timeout
+                )
+                identity = f"llama.cpp:{path.name}"  # stable across runs; the port is not
+            if llm is not None:
+                workers = args.workers or (1 if server is not None else 4)
+                setup = ChunkerLLM(
+                    llm,
+                    identity=identity,
+                    workers=workers,
+                    max_unit_words=args.max_unit_words,
+                    max_retries=args.max_retries,
+                    timeout=args.timeout,
+                    model_path=path if server is not None else None,
+                )
+        reranker = None
+        if args.reranker:
+            from litrag.query.rerank import Qwen3Reranker
+
+            reranker = Qwen3Reranker(model_path=args.reranker, top_n=None)
         run = evaluate_retrieval(
             questions,
             books,
-            args.chunkers.split(","),
+            chunkers,
             modes,
             cache_dir=args.cache_dir or settings.home() / "eval-cache",
             top_k=args.top_k,
@@ -271,12 +318,18 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
             view=args.view,
             bm25_avg_len=args.bm25_avg_len,
             intrinsic=not args.no_intrinsic,
-            say=lambda m: print(m, file=sys.stderr),
+            llm=setup,
+            reranker=reranker,
+            max_chapters=args.max_chapters,
+            say=say,
             on_chunker=lambda partial: write_reports(partial, out, command + "  # (partial)"),
         )
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, LocalModelError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if server is not None:
+            server.stop()
     paths = write_reports(run, out, command)
     print(markdown(run, command))
     print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
@@ -611,7 +664,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cht.set_defaults(func=_cmd_chat)
 
-    from litrag.eval.retrieval import DEFAULT_CHUNKERS, DEFAULT_TOP_K
+    from litrag.eval.retrieval import ALL_CHUNKERS, DEFAULT_CHUNKERS, DEFAULT_TOP_K
 
     ev = sub.add_parser("eval", help="evaluation harness").add_subparsers(
         dest="what", required=True
@@ -620,8 +673,17 @@ def build_parser() -> argparse.ArgumentParser:
     er.add_argument("--questions", type=Path, help="JSONL (default: $LITRAG_DATA/gutenqa/...)")
     er.add_argument("--books", type=Path, help="where book_file paths resolve (default: data dir)")
     er.add_argument("--only-books", help="comma list of substrings of book_file to keep")
-    er.add_argument("--chunkers", default=",".join(DEFAULT_CHUNKERS))
-    er.add_argument("--modes", default="dense,bm25,hybrid", help="dense, bm25, hybrid")
+    er.add_argument(
+        "--chunkers",
+        default=",".join(DEFAULT_CHUNKERS),
+        help=f"comma list of {', '.join(ALL_CHUNKERS)} (default: those needing no model beyond "
+        "the embedder; semantic and the LLM ones are opt-in)",
+    )
+    er.add_argument(
+        "--modes",
+        default="dense,bm25,hybrid",
+        help="dense, bm25, hybrid, hybrid+rerank (added by --reranker)",
+    )
     er.add_argument("--fusion", default="rsf,rrf", help="hybrid fusions: rsf (relative score), rrf")
     er.add_argument(
         "--alpha", default="0.3,0.5", help="dense weight(s) in hybrid (0.3: the embedded preset)"
@@ -638,6 +700,39 @@ def build_parser() -> argparse.ArgumentParser:
     er.add_argument("--no-intrinsic", action="store_true", help="skip the boundary metric")
     er.add_argument("--cache-dir", type=Path, help="default: $LITRAG_HOME/eval-cache")
     er.add_argument("--out", type=Path, help="report folder (default: $LITRAG_HOME/eval-results)")
+    er.add_argument(
+        "--max-chapters",
+        type=int,
+        help="only each book's first N chapters (a sub-corpus for slow chunkers; questions "
+        "outside are dropped)",
+    )
+    er.add_argument("--llm-url", help="LLM chunkers: OpenAI-compatible endpoint (…/v1)")
+    er.add_argument("--model", help="model name at --llm-url")
+    er.add_argument(
+        "--local-llm",
+        choices=["smollm2", "qwen2.5-1.5b"],
+        help="LLM chunkers: start the packaged llama.cpp model (needs the local-llm extra)",
+    )
+    er.add_argument("--n-ctx", type=int, default=8192, help="context of the local LLM")
+    er.add_argument(
+        "--llm-threads",
+        type=int,
+        help="threads of the local LLM (default: all cores; 1 is faster on a busy machine)",
+    )
+    er.add_argument(
+        "--workers", type=int, help="LLM calls in flight (default 4; 1 with --local-llm)"
+    )
+    er.add_argument(
+        "--max-unit-words",
+        type=int,
+        default=25_000,
+        help="LitSeg: split longer chapters first (lower it for small-context LLMs)",
+    )
+    er.add_argument("--max-retries", type=int, default=20, help="LLM chunkers: retries (paper)")
+    er.add_argument("--timeout", type=float, default=600.0, help="seconds per LLM call")
+    er.add_argument(
+        "--reranker", type=Path, help="local Qwen3-Reranker checkpoint: adds hybrid+rerank modes"
+    )
     er.set_defaults(func=_cmd_eval_retrieval)
 
     ea = ev.add_parser("answers", help="answer a question set and score the answers")

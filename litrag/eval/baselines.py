@@ -10,6 +10,11 @@ Configured as in the LitSeg paper (Appendix G, Table 19) and ``shared/MODELS.md`
 - ``sentence_chunker``: LlamaIndex ``SentenceSplitter``, 256 tokens, 32 overlap.
 - ``paragraph_chunker``: blank-line paragraphs merged greedily up to 200 words.
 - ``DynamicMergeNodeParser``: any chunker's neighbours merged while |C_i| + |C_i+1| <= 200 words.
+- ``semantic_chunker``: LlamaIndex ``SemanticSplitterNodeParser`` (LangChain's SemanticChunker
+  idea, which the paper cites): one-sentence buffer, breakpoints where the cosine distance of
+  neighbouring sentence groups exceeds its 95th percentile within the document (both libraries'
+  defaults; the paper names no other setting). Needs an embedding model: the packaged MiniLM by
+  default, the harness's cached embedder in ``litrag eval retrieval``.
 
 Every node's text is an exact slice of its document with ``start_char_idx``/``end_char_idx`` set
 (LlamaIndex's own post-processing re-finds offsets with ``str.find`` and, for the metadata-aware
@@ -24,8 +29,13 @@ from collections.abc import Callable, Sequence
 from itertools import pairwise
 from typing import Any
 
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field
-from llama_index.core.node_parser import SentenceSplitter, TokenTextSplitter
+from llama_index.core.node_parser import (
+    SemanticSplitterNodeParser,
+    SentenceSplitter,
+    TokenTextSplitter,
+)
 from llama_index.core.node_parser.interface import NodeParser, TextSplitter
 from llama_index.core.schema import (
     BaseNode,
@@ -42,6 +52,8 @@ Span = tuple[int, int]
 # Table 19: "paragraph break, newline, period, comma, semicolon, colon, and space".
 PAPER_SEPARATORS = ("\n\n", "\n", ".", ",", ";", ":", " ")
 MERGE_WORDS = 200
+SEMANTIC_PERCENTILE = 95
+SEMANTIC_BUFFER = 1
 _BLANK_RUN = re.compile(r"\n[ \t\f\v]*\n\s*")
 
 
@@ -133,17 +145,24 @@ class TextSplitterNodeParser(SpanNodeParser):
         return "TextSplitterNodeParser"
 
     def split_spans(self, text: str) -> list[Span]:
-        spans: list[Span] = []
-        cursor = 0
-        for chunk in self.splitter.split_text(text):
-            if not chunk.strip():
-                continue
-            at = text.find(chunk, cursor)
-            if at < 0:
-                raise ValueError(f"{type(self.splitter).__name__} chunk not found verbatim")
-            spans.append((at, at + len(chunk)))
-            cursor = at + 1
-        return spans
+        return _locate(text, self.splitter.split_text(text), type(self.splitter).__name__)
+
+
+def _locate(text: str, chunks: Sequence[str], who: str, strip: bool = False) -> list[Span]:
+    """Spans of ``chunks`` in ``text``, each found at or after the previous one's start."""
+    spans: list[Span] = []
+    cursor = 0
+    for chunk in chunks:
+        if not chunk.strip():
+            continue
+        at = text.find(chunk, cursor)
+        if at < 0:
+            raise ValueError(f"{who} chunk not found verbatim")
+        span = _strip_span(text, at, at + len(chunk)) if strip else (at, at + len(chunk))
+        if span is not None:
+            spans.append(span)
+        cursor = at + 1
+    return spans
 
 
 def token_chunker(
@@ -297,6 +316,56 @@ class DynamicMergeNodeParser(_ExactOffsets):
         text = doc.get_content(metadata_mode=MetadataMode.NONE)
         span = (min(s for s in starts if s is not None), max(e for e in ends if e is not None))
         return _node(self, doc, source, text, span, i, **extra)
+
+
+class SemanticNodeParser(SpanNodeParser):
+    """LlamaIndex's ``SemanticSplitterNodeParser`` with exact, whitespace-trimmed offsets.
+
+    Its own steps run unchanged (sentence split, buffered sentence groups, one embedding per
+    group, percentile breakpoints); only the node building differs, because the stock one
+    re-finds offsets with ``str.find`` and keeps each chunk's trailing whitespace. A chunk is a
+    run of consecutive sentences, so it is located verbatim, left to right.
+    """
+
+    splitter: SemanticSplitterNodeParser = Field(
+        description="The configured LlamaIndex semantic splitter (embedding model, buffer, "
+        "breakpoint percentile)."
+    )
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SemanticNodeParser"
+
+    def split_spans(self, text: str) -> list[Span]:
+        s = self.splitter
+        groups = s._build_sentence_groups(s.sentence_splitter(text))
+        if not groups:
+            return []
+        vecs = s.embed_model.get_text_embedding_batch([g["combined_sentence"] for g in groups])
+        for group, vec in zip(groups, vecs, strict=True):
+            group["combined_sentence_embedding"] = vec
+        chunks = s._build_node_chunks(
+            groups, s._calculate_distances_between_sentence_groups(groups)
+        )
+        return _locate(text, chunks, "SemanticSplitterNodeParser", strip=True)
+
+
+def semantic_chunker(
+    embed_model: BaseEmbedding | None = None,
+    breakpoint_percentile_threshold: int = SEMANTIC_PERCENTILE,
+    buffer_size: int = SEMANTIC_BUFFER,
+) -> SemanticNodeParser:
+    """The semantic baseline; ``embed_model`` defaults to the packaged MiniLM (windowed)."""
+    if embed_model is None:
+        from litrag.embeddings import WindowedEmbedding
+
+        embed_model = WindowedEmbedding(embed_batch_size=32)
+    splitter = SemanticSplitterNodeParser.from_defaults(
+        embed_model=embed_model,
+        breakpoint_percentile_threshold=breakpoint_percentile_threshold,
+        buffer_size=buffer_size,
+    )
+    return SemanticNodeParser(splitter=splitter)
 
 
 def paragraph_chunker(max_words: int = MERGE_WORDS) -> DynamicMergeNodeParser:

@@ -76,16 +76,48 @@ def intrinsic_table(run: RetrievalRun) -> str | None:
 
 def timing_table(run: RetrievalRun) -> str:
     lines = [
-        "| chunker | chunk s | embed s | store s | query s | intrinsic s |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| chunker | chunk s | embed s | store s | query s | rerank s | intrinsic s |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for c in run.chunkers:
         s = c.seconds
         lines.append(
             f"| {c.label} | {s['chunk']:.1f} | {s['embed']:.1f} | {s['store']:.1f} | "
-            f"{s['query']:.1f} | {s['intrinsic']:.1f} |"
+            f"{s['query']:.1f} | {s.get('rerank', 0.0):.1f} | {s['intrinsic']:.1f} |"
         )
     return "\n".join(lines)
+
+
+def outcomes_table(run: RetrievalRun) -> str | None:
+    """Chunks per LLM outcome (valid / repaired / fallback / ...) for the LLM chunkers."""
+    rows = [c for c in run.chunkers if c.outcomes]
+    if not rows:
+        return None
+    names = sorted({k for c in rows for k in c.outcomes})
+    lines = ["| chunker | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    for c in rows:
+        lines.append(
+            f"| {c.label} | " + " | ".join(str(c.outcomes.get(k, 0)) for k in names) + " |"
+        )
+    return "\n".join(lines)
+
+
+def head_to_head(
+    run: RetrievalRun, ours: str = "litseg-lite", theirs: str = "lumberchunker"
+) -> list[str]:
+    """Per mode: LitSeg-Lite against LumberChunker (the same LLM, the same books)."""
+    keys = {c.key: c for c in run.chunkers}
+    if ours not in keys or theirs not in keys:
+        return []
+    a, b = keys[ours], keys[theirs]
+    out = []
+    for mode in run.config["modes"]:
+        x, y = a.modes[mode].over_questions["MRR"], b.modes[mode].over_questions["MRR"]
+        verdict = "beats" if x > y else "does NOT beat"
+        out.append(
+            f"- {mode}: {a.label} MRR {x:.3f} {verdict} {b.label} {y:.3f} (gap {x - y:+.3f})"
+        )
+    return out
 
 
 def quality_bar(run: RetrievalRun) -> list[str]:
@@ -116,11 +148,27 @@ def markdown(run: RetrievalRun, command: str | None = None) -> str:
     parts += [
         f"{run.questions} questions over {len(run.books)} books "
         f"({', '.join(f'{Path(b).name}: {n}' for b, n in run.books.items())}); "
-        f"dropped (span not in the book): {', '.join(run.dropped) or 'none'}.",
+        f"dropped (span not in the {'text evaluated' if cfg.get('max_chapters') else 'book'}): "
+        f"{', '.join(run.dropped) or 'none'}.",
+        *(
+            [f"**Sub-corpus: the first {cfg['max_chapters']} chapters of each book only.**"]
+            if cfg.get("max_chapters")
+            else []
+        ),
         f"Retrieval within the question's book, top {cfg['top_k']} "
         f"(fusion candidates {cfg['fusion_candidates']} per list); view `{cfg['view']}`; "
         f"BM25 avg_len {cfg['bm25_avg_len']}, {cfg['sparse_idf']}; "
         f"dense `{cfg['embedding_model']}`; {cfg['store']}.",
+        *(
+            [
+                f"LLM chunkers: `{cfg['llm']}` ("
+                + ", ".join(f"{k} {v}" for k, v in cfg.get("llm_settings", {}).items())
+                + ")."
+            ]
+            if cfg.get("llm")
+            else []
+        ),
+        *([f"Reranker: `{cfg['reranker']}`."] if cfg.get("reranker") else []),
         "Metrics over questions (MRR is MRR@k: ranks beyond k count 0); 'MRR (books)' is per "
         "book then over books; 'split' is the share of gold spans no chunk contains whole.",
         "",
@@ -136,6 +184,12 @@ def markdown(run: RetrievalRun, command: str | None = None) -> str:
     bar = quality_bar(run)
     if bar:
         parts += ["## Quality bar (ours vs the best reference chunker, MRR)", "", *bar, ""]
+    duel = head_to_head(run)
+    if duel:
+        parts += ["## LitSeg-Lite vs LumberChunker (same LLM, MRR)", "", *duel, ""]
+    outcomes = outcomes_table(run)
+    if outcomes:
+        parts += ["## LLM outcomes (chunks per outcome)", "", outcomes, ""]
     intr = intrinsic_table(run)
     if intr:
         parts += ["## Intrinsic boundary metric", "", intr, ""]

@@ -9,15 +9,22 @@ over that book's chunks) in each mode:
 - ``dense``: cosine over the dense vectors;
 - ``bm25``: sparse BM25 (Snowball stems), ``avg_len`` fitted to the book's chunks by default;
 - ``hybrid-rsf a=A``: LlamaIndex's relative-score fusion, ``A`` weighting dense;
-- ``hybrid-rrf a=A``: reciprocal-rank fusion (k=60), ``A`` weighting dense.
+- ``hybrid-rrf a=A``: reciprocal-rank fusion (k=60), ``A`` weighting dense;
+- ``hybrid-… +rerank``: that hybrid list reordered by a reranker (``Qwen3Reranker``), only when
+  one is given.
 
 A chunk is relevant when it contains a gold span whole after ``spans.normalize``; metrics come
 from ``metrics.py`` (ranks beyond ``k`` count as misses, so MRR is MRR@k). Questions whose span is
 not in the book text at all are data errors: dropped and listed. Spans the book holds but no chunk
 holds whole are misses in every mode and make up the "split" share (the recall ceiling).
 
-Chunks are cached per chunker, book text and source code of the chunkers, so a rerun, or a run
-with one new chunker, only chunks and embeds what is new.
+Chunkers come in three kinds: plain ones (the default set), ``semantic`` (needs the embedding
+model: the harness's cached embedder) and LLM chunkers (``litseg-lite``, ``litseg``,
+``lumberchunker`` and their ``+merge`` variants), available when a ``ChunkerLLM`` is given.
+
+Chunks are cached per chunker, book text, source code of the chunkers and what else they depend on
+(the LLM's identity and settings, the embedding model), so a rerun, or a run with one new chunker,
+only chunks and embeds what is new; LLM replies are cached too, so an interrupted run resumes.
 """
 
 from __future__ import annotations
@@ -33,12 +40,15 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.llms import LLM
 from llama_index.core.node_parser.interface import NodeParser
 from llama_index.core.schema import BaseNode, Document, MetadataMode, TextNode
 from llama_index.core.storage.docstore.utils import doc_to_json, json_to_doc
@@ -49,7 +59,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
 )
 
-from litrag.eval.baselines import BASELINES, dynamic_merge, word_count
+from litrag.eval.baselines import BASELINES, dynamic_merge, semantic_chunker, word_count
 from litrag.eval.metrics import Aggregate, QuestionScore, aggregate
 from litrag.eval.spans import normalize
 
@@ -101,17 +111,95 @@ def resolve_book(book_file: str, books_dir: Path) -> Path:
 # --------------------------------------------------------------------------------- chunkers
 @dataclass(frozen=True)
 class ChunkerSpec:
-    """A chunker by CLI key: its report label and a factory for a fresh ``NodeParser``."""
+    """A chunker by CLI key: its report label and a factory for a fresh ``NodeParser``.
+
+    ``identity`` names what else the chunks depend on (the LLM and its settings, the embedding
+    model); it is part of the chunk-cache key. ``slow`` chunkers show progress while chunking.
+    """
 
     key: str
     label: str
     make: Callable[[], NodeParser]
+    identity: str = ""
+    slow: bool = False
+
+
+@dataclass(frozen=True)
+class ChunkerLLM:
+    """The LLM behind the LLM chunkers and how they use it.
+
+    ``identity`` should be stable across runs (for a local llama.cpp server on a random port, the
+    model file's name): it keys the chunk cache and the LLM reply cache.
+    """
+
+    llm: LLM
+    identity: str = ""
+    workers: int = 4
+    max_unit_words: int = 25_000
+    max_retries: int = 20
+    timeout: float | None = 600.0
+    cache_dir: Path | None = None  # the reply cache folder; the harness sets <cache>/llm
+    model_path: Path | None = None  # the GGUF file, for the in-process perplexity chunker
+
+    @property
+    def name(self) -> str:
+        from litrag.segment.llm_calls import llm_identity
+
+        return self.identity or llm_identity(self.llm)
 
 
 def _litseg_offline() -> NodeParser:
     from litrag.segment import LitSegNodeParser
 
     return LitSegNodeParser()
+
+
+def _litseg_llm(setup: ChunkerLLM, segmenter: Literal["litseg-lite", "litseg"]) -> NodeParser:
+    from litrag.segment import LitSegNodeParser
+
+    return LitSegNodeParser.from_defaults(
+        llm=setup.llm,
+        segmenter=segmenter,
+        llm_identity=setup.name,
+        max_unit_words=setup.max_unit_words,
+        max_retries=setup.max_retries,
+        num_workers=setup.workers,
+        cache_dir=setup.cache_dir,
+        request_timeout=setup.timeout,
+    )
+
+
+def _lumberchunker(setup: ChunkerLLM) -> NodeParser:
+    from litrag.eval.lumberchunker import LumberChunkerNodeParser
+
+    return LumberChunkerNodeParser(
+        llm=setup.llm,
+        llm_identity=setup.name,
+        max_retries=setup.max_retries,
+        num_workers=setup.workers,
+        cache_dir=setup.cache_dir,
+        request_timeout=setup.timeout,
+    )
+
+
+def _margin(setup: ChunkerLLM) -> NodeParser:
+    from litrag.eval.logprob_chunkers import MarginSamplingNodeParser
+
+    return MarginSamplingNodeParser(
+        llm=setup.llm,
+        llm_identity=setup.name,
+        num_workers=setup.workers,
+        cache_dir=setup.cache_dir,
+        request_timeout=setup.timeout,
+    )
+
+
+def _perplexity(setup: ChunkerLLM) -> NodeParser:
+    from litrag.eval.logprob_chunkers import PerplexityNodeParser
+
+    if setup.model_path is None:
+        raise ValueError("the perplexity chunker runs a GGUF model in process: give --local-llm")
+    return PerplexityNodeParser.from_model_path(setup.model_path, cache_dir=setup.cache_dir)
 
 
 _BASELINE_KEYS = {
@@ -130,36 +218,83 @@ CHUNKERS: dict[str, ChunkerSpec] = {
     ),
 }
 DEFAULT_CHUNKERS = tuple(CHUNKERS)
-OURS = ("litseg-offline", "litseg-offline+merge")
-# Named in the issue, need an LLM, not wired into this harness yet.
-LLM_CHUNKERS = ("litseg-lite", "litseg", "lumberchunker")
+# Opt-in: the semantic splitter embeds every sentence group of a book (about an hour for the six
+# books on 2 shared cores, cold); the LLM chunkers need an LLM.
+SEMANTIC_CHUNKER = "semantic"
+LLM_CHUNKERS: dict[str, tuple[str, Callable[[ChunkerLLM], NodeParser]]] = {
+    "litseg-lite": ("LitSeg-Lite", lambda s: _litseg_llm(s, "litseg-lite")),
+    "litseg": ("LitSeg", lambda s: _litseg_llm(s, "litseg")),
+    "lumberchunker": ("LumberChunker", _lumberchunker),
+    "litseg-lite+merge": (
+        "LitSeg-Lite + merge ≤200w",
+        lambda s: dynamic_merge(_litseg_llm(s, "litseg-lite")),
+    ),
+    "lumberchunker+merge": (
+        "LumberChunker + merge ≤200w",
+        lambda s: dynamic_merge(_lumberchunker(s)),
+    ),
+    # The paper's log-probability baselines: perplexity needs a local GGUF (llama.cpp in
+    # process); margin sampling makes one call per sentence (hours per book on a CPU).
+    "perplexity": ("perplexity τ=0.5", _perplexity),
+    "perplexity+merge": ("perplexity + merge ≤200w", lambda s: dynamic_merge(_perplexity(s))),
+    "margin": ("margin sampling", _margin),
+    "margin+merge": ("margin sampling + merge ≤200w", lambda s: dynamic_merge(_margin(s))),
+}
+ALL_CHUNKERS = (*CHUNKERS, SEMANTIC_CHUNKER, *LLM_CHUNKERS)
+OURS = ("litseg-offline", "litseg-offline+merge", "litseg-lite", "litseg", "litseg-lite+merge")
 
 
-def chunker_specs(keys: Iterable[str]) -> list[ChunkerSpec]:
+def chunker_specs(
+    keys: Iterable[str],
+    llm: ChunkerLLM | None = None,
+    embedder: CachedEmbedder | None = None,
+) -> list[ChunkerSpec]:
+    """Specs for CLI keys; LLM chunkers need ``llm``, ``semantic`` uses ``embedder`` (else it
+    loads the packaged MiniLM itself)."""
     out = []
     for key in keys:
-        if key in LLM_CHUNKERS:
-            raise ValueError(
-                f"chunker {key!r} needs an LLM and is not available in this harness yet"
-            )
-        if key not in CHUNKERS:
-            raise ValueError(f"unknown chunker {key!r}; choose from {', '.join(CHUNKERS)}")
-        out.append(CHUNKERS[key])
+        if key in CHUNKERS:
+            out.append(CHUNKERS[key])
+        elif key == SEMANTIC_CHUNKER:
+            if embedder is not None:
+                model, name = CachedEmbedding(embedder), embedder.model_key
+                out.append(
+                    ChunkerSpec(key, "semantic p95", lambda m=model: semantic_chunker(m), name)
+                )
+            else:
+                out.append(ChunkerSpec(key, "semantic p95", semantic_chunker, "all-MiniLM-L6-v2"))
+        elif key in LLM_CHUNKERS:
+            if llm is None:
+                raise ValueError(
+                    f"chunker {key!r} needs an LLM: give --llm-url (and --model) or --local-llm"
+                )
+            label, make = LLM_CHUNKERS[key]
+            if key.startswith("perplexity") and llm.model_path is None:
+                raise ValueError(f"chunker {key!r} runs a GGUF model in process: give --local-llm")
+            settings = f"units<={llm.max_unit_words}w, retries {llm.max_retries}"
+            ident = f"{llm.name} ({settings})"
+            out.append(ChunkerSpec(key, label, lambda m=make: m(llm), ident, slow=True))
+        else:
+            raise ValueError(f"unknown chunker {key!r}; choose from {', '.join(ALL_CHUNKERS)}")
     return out
 
 
 # --------------------------------------------------------------------------------- modes
 @dataclass(frozen=True)
 class Mode:
-    """A retrieval mode: dense, bm25, or hybrid with a fusion and the dense weight ``alpha``."""
+    """A retrieval mode: dense, bm25, or hybrid with a fusion and the dense weight ``alpha``;
+    ``rerank`` is that hybrid list reordered by a reranker."""
 
-    kind: Literal["dense", "bm25", "hybrid"]
+    kind: Literal["dense", "bm25", "hybrid", "rerank"]
     fusion: Literal["rsf", "rrf"] | None = None
     alpha: float | None = None
 
     @property
     def name(self) -> str:
-        return self.kind if self.kind != "hybrid" else f"hybrid-{self.fusion} a={self.alpha:g}"
+        if self.kind in ("dense", "bm25"):
+            return self.kind
+        hybrid = f"hybrid-{self.fusion} a={self.alpha:g}"
+        return hybrid + "+rerank" if self.kind == "rerank" else hybrid
 
 
 def parse_modes(
@@ -167,18 +302,19 @@ def parse_modes(
     fusions: Sequence[str] = ("rsf", "rrf"),
     alphas: Sequence[float] = (DEFAULT_ALPHA,),
 ) -> list[Mode]:
-    """Modes from CLI lists; ``hybrid`` expands to every fusion x alpha."""
+    """Modes from CLI lists; ``hybrid`` and ``hybrid+rerank`` expand to every fusion x alpha."""
     out: list[Mode] = []
     for kind in kinds:
         if kind in ("dense", "bm25"):
             out.append(Mode(kind))  # type: ignore[arg-type]
-        elif kind == "hybrid":
+        elif kind in ("hybrid", "hybrid+rerank"):
             for fusion in fusions:
                 if fusion not in ("rsf", "rrf"):
                     raise ValueError(f"unknown fusion {fusion!r} (rsf or rrf)")
-                out.extend(Mode("hybrid", fusion, float(a)) for a in alphas)  # type: ignore[arg-type]
+                k = "hybrid" if kind == "hybrid" else "rerank"
+                out.extend(Mode(k, fusion, float(a)) for a in alphas)  # type: ignore[arg-type]
         else:
-            raise ValueError(f"unknown mode {kind!r} (dense, bm25, hybrid)")
+            raise ValueError(f"unknown mode {kind!r} (dense, bm25, hybrid, hybrid+rerank)")
     return out
 
 
@@ -304,12 +440,45 @@ def windowed_minilm_embedder(
     return CachedEmbedder(cache, f"{name} (windowed, stride 32)", load, say=say)
 
 
+class CachedEmbedding(BaseEmbedding):
+    """A LlamaIndex embedding over a ``CachedEmbedder``: chunkers that embed (the semantic
+    splitter) share the harness's model and its disk cache, so a rerun embeds nothing."""
+
+    _embedder: CachedEmbedder = PrivateAttr()
+
+    def __init__(self, embedder: CachedEmbedder, **kwargs: Any) -> None:
+        kwargs.setdefault("model_name", embedder.model_key)
+        kwargs.setdefault("embed_batch_size", 2048)  # the cache batches for the model itself
+        super().__init__(**kwargs)
+        self._embedder = embedder
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "CachedEmbedding"
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return self._embedder.embed(texts).tolist()
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._get_text_embeddings([text])[0]
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._embedder.embed([query], kind="query")[0].tolist()
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
+
+
+_CHUNKER_MODULES = ("baselines.py", "lumberchunker.py", "logprob_chunkers.py")
+
+
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
     """Hash of the chunking code: a cached chunking is reused only while this is unchanged."""
     root = Path(__file__).resolve().parents[1]
     sources = [*root.joinpath("segment").glob("*.py"), *root.joinpath("ingestion").glob("*.py")]
-    files = [*sorted(sources), root / "eval" / "baselines.py"]
+    chunkers = [root / "eval" / f for f in _CHUNKER_MODULES]
+    files = [*sorted(sources), *(f for f in chunkers if f.is_file())]
     h = hashlib.sha256()
     for f in files:
         h.update(f.name.encode())
@@ -327,13 +496,14 @@ def chunk_book(
     """The book's chunks (and whether they came from the cache), with stable node ids."""
     path = None
     if cache_dir is not None:
-        path = (
-            cache_dir / "chunks" / f"{_slug(spec.key)}-{code_fingerprint()}" / f"{book_key}.jsonl"
-        )
+        folder = f"{_slug(spec.key)}-{code_fingerprint()}"
+        if spec.identity:
+            folder += "-" + text_key(spec.identity)[:10]
+        path = cache_dir / "chunks" / folder / f"{book_key}.jsonl"
         if path.is_file():
             with path.open(encoding="utf-8") as fh:
                 return [json_to_doc(json.loads(line)) for line in fh], True
-    nodes = spec.make().get_nodes_from_documents(docs)
+    nodes = spec.make().get_nodes_from_documents(docs, show_progress=spec.slow)
     for i, node in enumerate(nodes):  # stable ids: reruns upsert the same points
         node.id_ = str(uuid.uuid5(_ID_NAMESPACE, f"{spec.key}:{book_key}:{i}"))
     if path is not None:
@@ -378,6 +548,7 @@ class ChunkerResult:
     seconds: dict[str, float]
     seconds_per_book: dict[str, dict[str, float]]
     intrinsic: dict[str, Any] | None = None
+    outcomes: dict[str, int] = field(default_factory=dict)  # LLM chunkers: chunks per outcome
 
     @property
     def mean_words(self) -> float:
@@ -421,6 +592,7 @@ class RetrievalRun:
                     "seconds": c.seconds,
                     "seconds_per_book": c.seconds_per_book,
                     "intrinsic": c.intrinsic,
+                    "outcomes": c.outcomes,
                     "modes": {m: asdict(a) for m, a in c.modes.items()},
                     "ranks": {
                         m: {s.question_id: s.rank for s in scores} for m, scores in c.scores.items()
@@ -467,8 +639,14 @@ def environment() -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------- harness
-def load_books(questions: Sequence[Question], books_dir: Path) -> tuple[list[Book], list[str]]:
-    """Each question's book loaded and split into chapters once; unfindable spans dropped."""
+def load_books(
+    questions: Sequence[Question], books_dir: Path, max_chapters: int | None = None
+) -> tuple[list[Book], list[str]]:
+    """Each question's book loaded and split into chapters once; unfindable spans dropped.
+
+    ``max_chapters`` keeps only each book's first chapters (a sub-corpus for slow chunkers, the
+    same for every chunker); questions whose span lies elsewhere are dropped too.
+    """
     from litrag.ingestion.chapters import split_chapters
     from litrag.ingestion.gutenberg import load_book
 
@@ -480,7 +658,11 @@ def load_books(questions: Sequence[Question], books_dir: Path) -> tuple[list[Boo
         if book is None:
             loaded = load_book(resolve_book(q.book_file, books_dir))
             docs = split_chapters(loaded)
-            book = Book(q.book_file, loaded.book_id, text_key(loaded.text)[:16], docs, [])
+            key = text_key(loaded.text)[:16]
+            if max_chapters is not None:
+                docs = docs[:max_chapters]
+                key = text_key(f"{loaded.text}|first {max_chapters} chapters")[:16]
+            book = Book(q.book_file, loaded.book_id, key, docs, [])
             books[q.book_file] = book
             norm_text[q.book_file] = normalize("\n\n".join(d.text for d in docs))
         if all(normalize(s) in norm_text[q.book_file] for s in q.spans):
@@ -529,17 +711,26 @@ def evaluate_chunker(
     bm25_avg_len: float | None = None,
     chunk_cache: Path | None = None,
     intrinsic: bool = True,
+    reranker: Any = None,
     say: Say = print,
 ) -> ChunkerResult:
-    """Chunk, embed, store and query one chunker over every book."""
+    """Chunk, embed, store and query one chunker over every book.
+
+    ``reranker`` (an object with ``score(query, texts) -> list[float]``, e.g. ``Qwen3Reranker``)
+    is needed by ``rerank`` modes: it reorders the hybrid list, reading each chunk's stored view
+    (its ``metadata_mode``, LLM by default).
+    """
     from litrag.query.bm25 import BM25Encoder, BM25Index, tokenize
     from litrag.query.edge_store import QdrantEdgeVectorStore
 
     cand = max(candidates or top_k, top_k)
     per_book: dict[str, dict[str, float]] = {}
     all_nodes: dict[str, list[BaseNode]] = {}
+    all_stored: dict[str, list[BaseNode]] = {}
     words: list[int] = []
-    t = dict.fromkeys(("chunk", "embed", "store", "query", "intrinsic"), 0.0)
+    t = dict.fromkeys(("chunk", "embed", "store", "query", "rerank", "intrinsic"), 0.0)
+    if any(m.kind == "rerank" for m in modes) and reranker is None:
+        raise ValueError("rerank modes need a reranker")
     store = QdrantEdgeVectorStore(
         path=store_dir,
         collection_name=_slug(spec.key) + ("-text" if view == "text" else ""),
@@ -573,6 +764,7 @@ def evaluate_chunker(
             t["embed"] += t2 - t1
             t["store"] += t3 - t2
             all_nodes[book.file] = nodes
+            all_stored[book.file] = stored
             words += [word_count(n.get_content(metadata_mode=MetadataMode.NONE)) for n in nodes]
             say(
                 f"  {spec.key} {book.book_id}: {len(nodes)} chunks"
@@ -584,6 +776,7 @@ def evaluate_chunker(
         spans_total = spans_split = 0
         for book in books:
             nodes = all_nodes[book.file]
+            stored_nodes = all_stored[book.file]
             index = {n.node_id: i for i, n in enumerate(nodes)}
             norm = [normalize(n.get_content(metadata_mode=MetadataMode.NONE)) for n in nodes]
             qvecs = embedder.embed([q.question for q in book.questions], kind="query")
@@ -596,11 +789,14 @@ def evaluate_chunker(
                     res = store.query(
                         _query(mode, q.question, qvec.tolist(), book.book_id, top_k, cand)
                     )
-                    ranked = [[nd in norm[index[i]] for nd in needles] for i in res.ids or []][
-                        :top_k
-                    ]
+                    ids = [index[i] for i in res.ids or []][:top_k]
+                    if mode.kind == "rerank":
+                        t_r = time.perf_counter()
+                        ids = _rerank(reranker, q.question, [stored_nodes[i] for i in ids], ids)
+                        t["rerank"] += time.perf_counter() - t_r
+                    ranked = [[nd in norm[i] for nd in needles] for i in ids]
                     scores[mode.name].append(QuestionScore.from_relevance(q.id, book.file, ranked))
-        t["query"] = time.perf_counter() - t0
+        t["query"] = time.perf_counter() - t0 - t["rerank"]
     finally:
         store.close()
 
@@ -624,7 +820,26 @@ def evaluate_chunker(
         seconds={k: round(v, 2) for k, v in t.items()},
         seconds_per_book=per_book,
         intrinsic=boundary,
+        outcomes=_outcomes(n for b in books for n in all_nodes[b.file]),
     )
+
+
+def _rerank(reranker: Any, query: str, nodes: Sequence[BaseNode], ids: list[int]) -> list[int]:
+    """``ids`` reordered by the reranker's score of each node (ties keep the hybrid order)."""
+    mode = getattr(reranker, "metadata_mode", MetadataMode.LLM)
+    scores = reranker.score(query, [n.get_content(metadata_mode=mode) for n in nodes])
+    order = sorted(range(len(ids)), key=lambda j: -scores[j])
+    return [ids[j] for j in order]
+
+
+def _outcomes(nodes: Iterable[BaseNode]) -> dict[str, int]:
+    """Chunks per LLM outcome (valid, repaired, fallback, ...), from the nodes' metadata."""
+    out: dict[str, int] = {}
+    for node in nodes:
+        outcome = node.metadata.get("segmentation_outcome") or node.metadata.get("lumber_outcome")
+        if outcome is not None:
+            out[str(outcome)] = out.get(str(outcome), 0) + 1
+    return out
 
 
 def evaluate_retrieval(
@@ -640,24 +855,40 @@ def evaluate_retrieval(
     view: View = "embed",
     bm25_avg_len: float | None = None,
     intrinsic: bool = True,
+    llm: ChunkerLLM | None = None,
+    reranker: Any = None,
+    max_chapters: int | None = None,
     say: Say = print,
     on_chunker: Callable[[RetrievalRun], None] | None = None,
 ) -> RetrievalRun:
     """Run every chunker over the question set; see the module docstring for the protocol.
 
-    ``on_chunker`` gets the partial run after each chunker but the last (the CLI writes partial
-    reports with it, so a long run stopped midway still leaves its finished rows).
+    ``llm`` makes the LLM chunkers available (its replies cached under ``cache_dir/llm`` unless
+    it names its own folder); ``reranker`` enables the ``rerank`` modes, which are skipped with a
+    line said when it is None. ``on_chunker`` gets the partial run after each chunker but the last
+    (the CLI writes partial reports with it, so a long run stopped midway still leaves its
+    finished rows).
     """
     t_start = time.perf_counter()
-    specs = chunker_specs(chunkers)
+    if llm is not None and llm.cache_dir is None:
+        llm = replace(llm, cache_dir=cache_dir / "llm")
+    chunker_specs(chunkers, llm)  # unknown keys, or an LLM chunker without an LLM: fail first
     modes = list(modes or parse_modes(["dense", "bm25", "hybrid"]))
-    books, dropped = load_books(questions, books_dir)
+    if reranker is None and any(m.kind == "rerank" for m in modes):
+        skipped = [m.name for m in modes if m.kind == "rerank"]
+        say(
+            f"skipping {', '.join(skipped)}: no reranker configured "
+            "(--reranker PATH to a local Qwen3-Reranker checkpoint)"
+        )
+        modes = [m for m in modes if m.kind != "rerank"]
+    books, dropped = load_books(questions, books_dir, max_chapters)
     n_q = sum(len(b.questions) for b in books)
     say(f"{n_q} questions over {len(books)} books; span not in the book: {dropped or 'none'}")
     cache = None
     if embedder is None:
         cache = EmbeddingCache(cache_dir / "embeddings.sqlite")
         embedder = windowed_minilm_embedder(cache, say=say)
+    specs = chunker_specs(chunkers, llm, embedder)
     comp0, cached0 = embedder.computed, embedder.cached
     results: list[ChunkerResult] = []
     config = {
@@ -671,6 +902,18 @@ def evaluate_retrieval(
         "store": "Qdrant Edge (qdrant-edge-py), one collection per chunker, book_id filter",
         "sparse_idf": "per book (Edge IDF over the filtered points)",
     }
+    if max_chapters is not None:
+        config["max_chapters"] = max_chapters
+    if llm is not None:
+        config["llm"] = llm.name
+        config["llm_settings"] = {
+            "max_unit_words": llm.max_unit_words,
+            "max_retries": llm.max_retries,
+            "workers": llm.workers,
+        }
+    if reranker is not None:
+        name = getattr(reranker, "model_path", None) or type(reranker).__name__
+        config["reranker"] = Path(str(name)).name
 
     def snapshot() -> RetrievalRun:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KB (bytes on macOS)
@@ -703,6 +946,7 @@ def evaluate_retrieval(
                     bm25_avg_len=bm25_avg_len,
                     chunk_cache=cache_dir,
                     intrinsic=intrinsic,
+                    reranker=reranker,
                     say=say,
                 )
             )

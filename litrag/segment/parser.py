@@ -125,7 +125,8 @@ class LitSegNodeParser(NodeParser):
     )
     llm_identity: str = Field(
         default="",
-        description="Which LLM segments (class, model, endpoint); part of the ingestion cache key.",
+        description="Which LLM segments (class, model, endpoint); part of the ingestion and reply "
+        "cache keys. Pass a stable name for a server on a changing port (a local llama.cpp).",
     )
     prompt_version: str = Field(
         default=PROMPT_VERSION, description="Version of the segmentation prompts (cache key)."
@@ -199,7 +200,8 @@ class LitSegNodeParser(NodeParser):
         super().__init__(
             llm=llm,
             segmenter=segmenter,
-            llm_identity=llm_identity(llm) if llm is not None else "",
+            llm_identity=kwargs.pop("llm_identity", None)
+            or (llm_identity(llm) if llm is not None else ""),
             callback_manager=callback_manager or CallbackManager([]),
             **kwargs,
         )
@@ -263,6 +265,7 @@ class LitSegNodeParser(NodeParser):
             extra_body=tuple(sorted(self.extra_body.items())),
         )
         caller = LLMCaller(self.llm, sampling, self.request_timeout, cache)
+        caller.identity = self.llm_identity or caller.identity  # a caller's stable name wins
         cls = LitSeg if self.segmenter == "litseg" else LitSegLite
         return cls(caller, max_retries=self.max_retries, retry_feedback=self.retry_feedback)
 
