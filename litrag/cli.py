@@ -355,8 +355,9 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     from litrag.query.edge_store import StoreLockedError
     from litrag.query.retriever import RetrievalSettings, UnknownBookError
 
+    previous = None
     if threading.current_thread() is threading.main_thread():  # the LLM server must not outlive us
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     data = Path(os.environ.get("LITRAG_DATA") or "../shared/data")
     qfile = args.questions or data / DATASETS[args.dataset]
     books = args.books or qfile.resolve().parent.parent
@@ -413,6 +414,8 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
         for held in (answer_llm, judge_closer):
             if held is not None:
                 held.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     paths = write_reports(run, out, command)
     print(markdown(run, command))
     print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)

@@ -72,7 +72,7 @@ def test_answer_accuracy_two_prompts_averaged() -> None:
     # the direct prompt grades the answer against the reference; the second swaps the roles
     assert "Reference answer (known to be correct): Manuel" in first
     assert "Answer to grade: Manuel stole him." in first
-    assert "Statement A: Manuel stole him." in second and "Statement B: Manuel" in second
+    assert "First answer: Manuel stole him." in second and "Second answer: Manuel" in second
 
 
 def test_malformed_reply_is_repaired() -> None:

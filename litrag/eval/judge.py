@@ -30,7 +30,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 logger = logging.getLogger(__name__)
 
-PROMPT_VERSION = "judge-v1"
+PROMPT_VERSION = "judge-v2"
 
 JUDGE_SYSTEM = (
     "You grade a question-answering system that answers questions about novels. Read what you "
@@ -50,16 +50,16 @@ AA_DIRECT = (
     "question.\n"
     "Reply with one number: 0, 2 or 4."
 )
-# Answer Accuracy, prompt 2: roles swapped; the system's answer is the yardstick for the reference.
+# Answer Accuracy, prompt 2: roles swapped; the system's answer is taken as right and the
+# reference is checked against it (plain wording: small judges misread abstract framings).
 AA_SWAPPED = (
     "Question: {question}\n\n"
-    "Statement A: {answer}\n\n"
-    "Statement B: {reference}\n\n"
-    "Treat statement A as the account to check against. Is statement B, as an answer to the "
-    "question, fully backed by statement A?\n"
-    "4 = yes: A says everything B says about the question, with nothing conflicting.\n"
-    "2 = partly: A supports some of B, or only a vaguer version of it.\n"
-    "0 = no: A does not support B, conflicts with it, or does not address the question.\n"
+    "First answer: {answer}\n\n"
+    "Second answer: {reference}\n\n"
+    "Take the first answer as correct. Does the second answer say the same thing?\n"
+    "4 = yes: the same facts, in other words or the same.\n"
+    "2 = partly: some facts match, others are missing or different.\n"
+    "0 = no: it contradicts the first answer or answers something else.\n"
     "Reply with one number: 0, 2 or 4."
 )
 # Context Relevance, prompt 1: do the passages hold the answer?
