@@ -22,7 +22,8 @@ case ",$extras," in
   *,eval,*)
     if [ ! -f /usr/share/wordnet/data.noun ] && command -v apt-get >/dev/null; then
       if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq >/dev/null && apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends wordnet-base >/dev/null \
+        apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+          -o DPkg::Lock::Timeout=300 --no-install-recommends wordnet-base >/dev/null \
           || echo "warning: apt-get install wordnet-base failed: METEOR will run without WordNet" >&2
       else
         echo "note: METEOR wants WordNet: sudo apt-get install wordnet-base (or set LITRAG_WORDNET)" >&2
