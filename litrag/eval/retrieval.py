@@ -883,7 +883,8 @@ def evaluate_retrieval(
         modes = [m for m in modes if m.kind != "rerank"]
     books, dropped = load_books(questions, books_dir, max_chapters)
     n_q = sum(len(b.questions) for b in books)
-    say(f"{n_q} questions over {len(books)} books; span not in the book: {dropped or 'none'}")
+    where = "the book" if max_chapters is None else f"the first {max_chapters} chapters"
+    say(f"{n_q} questions over {len(books)} books; span not in {where}: {dropped or 'none'}")
     cache = None
     if embedder is None:
         cache = EmbeddingCache(cache_dir / "embeddings.sqlite")
