@@ -256,6 +256,12 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
     qfile = args.questions or data / "gutenqa" / "questions.jsonl"
     books = args.books or qfile.resolve().parent.parent
     out = args.out or settings.home() / "eval-results"
+    stem = "retrieval"
+    if args.report is not None:
+        if args.report.suffix != ".md":
+            print(f"error: --report wants a .md path, got {args.report}", file=sys.stderr)
+            return 2
+        out, stem = args.report.parent, args.report.stem
     command = "litrag " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     chunkers = args.chunkers.split(",")
@@ -322,7 +328,7 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
             reranker=reranker,
             max_chapters=args.max_chapters,
             say=say,
-            on_chunker=lambda partial: write_reports(partial, out, command + "  # (partial)"),
+            on_chunker=lambda partial: write_reports(partial, out, command + "  # (partial)", stem),
         )
     except (OSError, ValueError, LocalModelError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -330,7 +336,7 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
     finally:
         if server is not None:
             server.stop()
-    paths = write_reports(run, out, command)
+    paths = write_reports(run, out, command, stem)
     print(markdown(run, command))
     print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
     return 0
@@ -679,8 +685,8 @@ def build_parser() -> argparse.ArgumentParser:
     er.add_argument(
         "--chunkers",
         default=",".join(DEFAULT_CHUNKERS),
-        help=f"comma list of {', '.join(ALL_CHUNKERS)} (default: those needing no model beyond "
-        "the embedder; semantic and the LLM ones are opt-in)",
+        help=f"comma list of {', '.join(ALL_CHUNKERS)} (default: every chunker that needs no LLM; "
+        "the LLM ones are opt-in)",
     )
     er.add_argument(
         "--modes",
@@ -703,6 +709,12 @@ def build_parser() -> argparse.ArgumentParser:
     er.add_argument("--no-intrinsic", action="store_true", help="skip the boundary metric")
     er.add_argument("--cache-dir", type=Path, help="default: $LITRAG_HOME/eval-cache")
     er.add_argument("--out", type=Path, help="report folder (default: $LITRAG_HOME/eval-results)")
+    er.add_argument(
+        "--report",
+        type=Path,
+        help="write the report to this .md (with .json and .png beside it) instead of "
+        "--out/retrieval.md; `--report docs/results.md` refreshes the repo's numbers",
+    )
     er.add_argument(
         "--max-chapters",
         type=int,

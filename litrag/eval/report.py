@@ -140,7 +140,7 @@ def quality_bar(run: RetrievalRun) -> list[str]:
     return out
 
 
-def markdown(run: RetrievalRun, command: str | None = None) -> str:
+def markdown(run: RetrievalRun, command: str | None = None, plot_file: str | None = None) -> str:
     cfg, env = run.config, run.environment
     parts = ["# Retrieval evaluation", ""]
     if command:
@@ -176,6 +176,7 @@ def markdown(run: RetrievalRun, command: str | None = None) -> str:
         "",
         mrr_matrix(run),
         "",
+        *([f"![MRR, Hit@5 and chunk lengths per chunker]({plot_file})", ""] if plot_file else []),
         "## All metrics",
         "",
         metrics_table(run),
@@ -243,15 +244,19 @@ def plot(run: RetrievalRun, path: Path) -> bool:
     return True
 
 
-def write_reports(run: RetrievalRun, out: Path, command: str | None = None) -> dict[str, Path]:
-    """``retrieval.md``, ``retrieval.json`` and (with matplotlib) ``retrieval.png`` in ``out``."""
+def write_reports(
+    run: RetrievalRun, out: Path, command: str | None = None, stem: str = "retrieval"
+) -> dict[str, Path]:
+    """``<stem>.md``, ``<stem>.json`` and (with matplotlib) ``<stem>.png`` in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"markdown": out / "retrieval.md", "json": out / "retrieval.json"}
-    paths["markdown"].write_text(markdown(run, command), encoding="utf-8")
+    paths = {"markdown": out / f"{stem}.md", "json": out / f"{stem}.json"}
     data = run.to_json()
     data["command"] = command
     paths["json"].write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
-    png = out / "retrieval.png"
-    if plot(run, png):
+    png = out / f"{stem}.png"
+    has_plot = plot(run, png)
+    if has_plot:
         paths["png"] = png
+    text = markdown(run, command, png.name if has_plot else None)
+    paths["markdown"].write_text(text, encoding="utf-8")
     return paths

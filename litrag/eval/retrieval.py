@@ -18,9 +18,9 @@ from ``metrics.py`` (ranks beyond ``k`` count as misses, so MRR is MRR@k). Quest
 not in the book text at all are data errors: dropped and listed. Spans the book holds but no chunk
 holds whole are misses in every mode and make up the "split" share (the recall ceiling).
 
-Chunkers come in three kinds: plain ones (the default set), ``semantic`` (needs the embedding
-model: the harness's cached embedder) and LLM chunkers (``litseg-lite``, ``litseg``,
-``lumberchunker`` and their ``+merge`` variants), available when a ``ChunkerLLM`` is given.
+Chunkers come in three kinds: plain ones and ``semantic`` (it needs the embedding model: the
+harness's cached embedder), which make the default set, and LLM chunkers (``litseg-lite``,
+``litseg``, ``lumberchunker`` and their ``+merge`` variants), available with a ``ChunkerLLM``.
 
 Chunks are cached per chunker, book text, source code of the chunkers and what else they depend on
 (the LLM's identity and settings, the embedding model), so a rerun, or a run with one new chunker,
@@ -217,10 +217,11 @@ CHUNKERS: dict[str, ChunkerSpec] = {
         lambda: dynamic_merge(_litseg_offline()),
     ),
 }
-DEFAULT_CHUNKERS = tuple(CHUNKERS)
-# Opt-in: the semantic splitter embeds every sentence group of a book (about an hour for the six
-# books on 2 shared cores, cold); the LLM chunkers need an LLM.
+# The semantic splitter embeds every sentence group of a book (the costliest chunker without an
+# LLM, cached afterwards); it is in the default set because it needs no model beyond the embedder.
+# The LLM chunkers are opt-in: they need an LLM.
 SEMANTIC_CHUNKER = "semantic"
+DEFAULT_CHUNKERS = (*CHUNKERS, SEMANTIC_CHUNKER)
 LLM_CHUNKERS: dict[str, tuple[str, Callable[[ChunkerLLM], NodeParser]]] = {
     "litseg-lite": ("LitSeg-Lite", lambda s: _litseg_llm(s, "litseg-lite")),
     "litseg": ("LitSeg", lambda s: _litseg_llm(s, "litseg")),
@@ -621,8 +622,11 @@ def environment() -> dict[str, str]:
     out = {
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "python": platform.python_version(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}",
+        "machine": f"{_cpu_name()}, {os.cpu_count()} CPUs, {platform.system()}",
     }
+    commit = _git_commit()
+    if commit:
+        out["commit"] = commit
     for pkg in (
         "litrag",
         "llama-index-core",
@@ -636,6 +640,42 @@ def environment() -> dict[str, str]:
         except PackageNotFoundError:
             out[pkg] = "-"
     return out
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
+
+def _git_commit() -> str | None:
+    """The checkout's commit (with ``+dirty``), so a report names the code that produced it."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha + ("+dirty" if dirty else "") if sha else None
 
 
 # --------------------------------------------------------------------------------- harness
