@@ -242,7 +242,7 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
     """`litrag eval retrieval`: every chunker x mode on a question set, reports into --out."""
     import shlex
 
-    from litrag.eval.report import markdown, write_reports
+    from litrag.eval.report import check_section, markdown, write_reports, write_section
     from litrag.eval.retrieval import (
         LLM_CHUNKERS,
         ChunkerLLM,
@@ -256,13 +256,21 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
     qfile = args.questions or data / "gutenqa" / "questions.jsonl"
     books = args.books or qfile.resolve().parent.parent
     out = args.out or settings.home() / "eval-results"
-    stem = "retrieval"
     if args.report is not None:
-        if args.report.suffix != ".md":
-            print(f"error: --report wants a .md path, got {args.report}", file=sys.stderr)
+        try:
+            if args.report.suffix != ".md":
+                raise ValueError(f"--report wants a .md path, got {args.report}")
+            check_section(args.section)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
             return 2
-        out, stem = args.report.parent, args.report.stem
-    command = "litrag " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+    def report(run: Any, cmd: str) -> dict[str, Path]:
+        if args.report is None:
+            return write_reports(run, out, cmd)
+        return write_section(run, args.report, args.section, cmd)
+
+    command = "litrag " + " ".join(shlex.quote(a) for a in args.argv)
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     chunkers = args.chunkers.split(",")
     kinds = args.modes.split(",")
@@ -328,7 +336,7 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
             reranker=reranker,
             max_chapters=args.max_chapters,
             say=say,
-            on_chunker=lambda partial: write_reports(partial, out, command + "  # (partial)", stem),
+            on_chunker=lambda partial: report(partial, command + "  # (partial)"),
         )
     except (OSError, ValueError, LocalModelError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -336,7 +344,7 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
     finally:
         if server is not None:
             server.stop()
-    paths = write_reports(run, out, command, stem)
+    paths = report(run, command)
     print(markdown(run, command))
     print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
     return 0
@@ -369,7 +377,7 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     books = args.books or qfile.resolve().parent.parent
     out = args.out or settings.home() / "eval-results"
     cache_dir = args.cache_dir or settings.home() / "eval-cache"
-    command = "litrag " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = "litrag " + " ".join(shlex.quote(a) for a in args.argv)
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     s = Settings()
     if args.timeout is not None:
@@ -712,8 +720,13 @@ def build_parser() -> argparse.ArgumentParser:
     er.add_argument(
         "--report",
         type=Path,
-        help="write the report to this .md (with .json and .png beside it) instead of "
-        "--out/retrieval.md; `--report docs/results.md` refreshes the repo's numbers",
+        help="write the run as one section of this .md (JSON and plot beside it) instead of "
+        "--out; other sections stay: `--report docs/results.md` refreshes the repo's numbers",
+    )
+    er.add_argument(
+        "--section",
+        default="default",
+        help="section of --report this run replaces (default: default)",
     )
     er.add_argument(
         "--max-chapters",
@@ -780,6 +793,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what reports quote as the command
     try:
         return args.func(args)
     except BrokenPipeError:  # e.g. `litrag segment | head`

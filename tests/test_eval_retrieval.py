@@ -244,3 +244,29 @@ def test_cli_end_to_end(
     (row,) = report["chunkers"]
     assert row["modes"]["bm25"]["over_questions"]["Hit@20"] == 1.0
     assert row["intrinsic"]["boundaries"] > 0
+
+
+def test_cli_report_sections(
+    data: Path, cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--report FILE.md` keeps one section per `--section`: a rerun replaces only its own."""
+    monkeypatch.setenv("LITRAG_HOME", str(tmp_path / "home"))
+    report = tmp_path / "docs" / "results.md"
+    base = ["eval", "retrieval", "--questions", str(data / "questions.jsonl")]
+    base += ["--books", str(data), "--cache-dir", str(cache_dir), "--no-intrinsic"]
+    base += ["--report", str(report)]
+    assert main([*base, "--chunkers", "paragraphs", "--modes", "bm25"]) == 0
+    assert main([*base, "--chunkers", "token", "--modes", "bm25", "--section", "tokens"]) == 0
+    assert main([*base, "--chunkers", "paragraphs", "--modes", "dense"]) == 0
+    md = report.read_text(encoding="utf-8")
+    assert md.startswith("# litrag results")
+    assert md.count("<!-- section default -->") == 1 and md.count("<!-- section tokens -->") == 1
+    default = md.split("<!-- section default -->")[1].split("<!-- /section default -->")[0]
+    assert "| paragraphs ≤200w | dense |" in default and "| bm25 |" not in default  # replaced
+    assert "--modes dense" in default and "## Retrieval evaluation: default" in default
+    assert "### MRR" in default and "\n# " not in default  # headings one level down
+    assert "| token 200/40 | bm25 |" in md.split("<!-- section tokens -->")[1]
+    assert "(results-default.png)" in default
+    for name in ("results-default.json", "results-tokens.json", "results-default.png"):
+        assert (report.parent / name).exists(), name
+    assert main([*base, "--section", "bad name"]) == 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 from litrag.eval.retrieval import OURS, RetrievalRun
@@ -244,19 +245,76 @@ def plot(run: RetrievalRun, path: Path) -> bool:
     return True
 
 
-def write_reports(
-    run: RetrievalRun, out: Path, command: str | None = None, stem: str = "retrieval"
-) -> dict[str, Path]:
-    """``<stem>.md``, ``<stem>.json`` and (with matplotlib) ``<stem>.png`` in ``out``."""
+def write_reports(run: RetrievalRun, out: Path, command: str | None = None) -> dict[str, Path]:
+    """``retrieval.md``, ``retrieval.json`` and (with matplotlib) ``retrieval.png`` in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"markdown": out / f"{stem}.md", "json": out / f"{stem}.json"}
+    paths = _data_and_plot(run, out / "retrieval.json", out / "retrieval.png", command)
+    paths["markdown"] = out / "retrieval.md"
+    plot_file = paths["png"].name if "png" in paths else None
+    paths["markdown"].write_text(markdown(run, command, plot_file), encoding="utf-8")
+    return paths
+
+
+RESULTS_TITLE = "# litrag results"
+RESULTS_INTRO = (
+    "Written by `litrag eval retrieval --report`. Each section is rewritten by the command it "
+    "shows (`--section` names it), so every number here can be reproduced from a clone."
+)
+
+
+def check_section(name: str) -> None:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise ValueError(f"section names are letters, digits, '.', '_' and '-': {name!r}")
+
+
+def write_section(
+    run: RetrievalRun, report: Path, section: str = "default", command: str | None = None
+) -> dict[str, Path]:
+    """Put this run in ``report`` as section ``section``, replacing that section only.
+
+    One Markdown file then holds several runs (the default chunker set over every book, an LLM
+    chunker run on a sub-corpus, ...), each with its command; its JSON and plot lie beside it as
+    ``<stem>-<section>.json`` / ``.png``.
+    """
+    check_section(section)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    base = report.with_suffix("")
+    paths = _data_and_plot(
+        run,
+        base.with_name(f"{base.name}-{section}.json"),
+        base.with_name(f"{base.name}-{section}.png"),
+        command,
+    )
+    plot_file = paths["png"].name if "png" in paths else None
+    body = markdown(run, command, plot_file).split("\n", 1)[1]  # drop the "# ..." title
+    body = re.sub(r"^(#+) ", r"#\1 ", body, flags=re.MULTILINE)  # one level down
+    block = (
+        f"<!-- section {section} -->\n## Retrieval evaluation: {section}\n{body.rstrip()}\n"
+        f"<!-- /section {section} -->"
+    )
+    text = report.read_text(encoding="utf-8") if report.exists() else ""
+    if not text.strip():
+        text = f"{RESULTS_TITLE}\n\n{RESULTS_INTRO}\n"
+    pattern = re.compile(
+        rf"<!-- section {re.escape(section)} -->.*?<!-- /section {re.escape(section)} -->",
+        re.DOTALL,
+    )
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block, text, count=1)
+    else:
+        text = text.rstrip() + "\n\n" + block
+    report.write_text(text.rstrip() + "\n", encoding="utf-8")
+    paths["markdown"] = report
+    return paths
+
+
+def _data_and_plot(
+    run: RetrievalRun, json_path: Path, png_path: Path, command: str | None
+) -> dict[str, Path]:
     data = run.to_json()
     data["command"] = command
-    paths["json"].write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
-    png = out / f"{stem}.png"
-    has_plot = plot(run, png)
-    if has_plot:
-        paths["png"] = png
-    text = markdown(run, command, png.name if has_plot else None)
-    paths["markdown"].write_text(text, encoding="utf-8")
+    json_path.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+    paths = {"json": json_path}
+    if plot(run, png_path):
+        paths["png"] = png_path
     return paths
