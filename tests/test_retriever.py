@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import (
     FilterCondition,
     FilterOperator,
@@ -21,6 +21,7 @@ from test_library import library_at, short_book
 
 from litrag.config import Settings, build_embed_model
 from litrag.ingestion.library import Library
+from litrag.query.bm25 import BM25Encoder, BM25Index
 from litrag.query.retriever import (
     BookRetriever,
     RetrievalSettings,
@@ -156,6 +157,28 @@ def test_spoiler_limit_across_books(store, embed, books, chapters_of):
     got = retriever(store, embed, books, [WILD], {ALICE: 1}).retrieve("a dog")
     assert {n.node.metadata["book_id"] for n in got} == {WILD}
     assert len(got) == len(chapters_of[WILD])
+
+
+def test_bm25_idf_is_over_the_selected_book(store, embed, books):
+    """The library store scores BM25 with the IDF of the selected book alone: a book ranks the
+    same in a library as on its own (Alice's words do not change Buck's rare terms)."""
+    question = "Who stole Buck from Judge Miller's place and sold him?"
+    sparse = RetrievalSettings(mode="sparse", sparse_top_k=1000, top_k=1000)
+    got = {
+        n.node.node_id: n.score
+        for n in retriever(store, embed, books, WILD, None, sparse).retrieve(question)
+    }
+    nodes = store.get_nodes()
+    view = {n.node_id: n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes}
+    wild = [n.node_id for n in nodes if n.metadata["book_id"] == WILD]
+    per_book = BM25Index([view[i] for i in wild], avg_len=BM25Encoder().avg_len)
+    want = {i: s for i, s in zip(wild, per_book.scores(question), strict=True) if s > 0}
+    assert got.keys() == want.keys()
+    assert got == pytest.approx(want, rel=1e-4)
+    # what a collection-wide IDF would give instead (so this test can tell the two apart)
+    everyone = BM25Index(list(view.values()), avg_len=BM25Encoder().avg_len)
+    wide = dict(zip(view, everyone.scores(question), strict=True))
+    assert any(abs(wide[i] - want[i]) > 1e-3 * want[i] for i in want)
 
 
 def test_late_chapter_question_with_an_early_limit(store, embed, books):

@@ -22,7 +22,7 @@ from litrag.config import AnswerLLM, Settings, build_embed_model, build_parser, 
 from litrag.ingestion.library import BookRecord, IngestReport, Library
 from litrag.query.answer import CONDENSE_PROMPT, Answer, AnswerStream
 from litrag.query.retriever import RetrievalSettings, loaded_books
-from litrag.query.stores import make_vector_store, store_description
+from litrag.query.stores import EDGE_IDF_SCOPE, make_vector_store, store_description
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,7 @@ def open_shared_store(s: Settings, dense_dim: int | None = None) -> Any:
         dense_dim=dense_dim,
         sparse_doc_fn=encoder.doc_fn,
         sparse_query_fn=encoder.query_fn,
+        sparse_idf_scope=EDGE_IDF_SCOPE,
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
@@ -16,6 +16,12 @@ from litrag.query.bm25 import BM25Encoder
 
 DENSE_NAME = "text-dense"
 SPARSE_NAME = "text-sparse"
+# BM25's IDF over the books a query selects, not the whole library: a book's rare words (a dog's
+# name, a place) stay rare however many other books are loaded, so a book answers the same alone
+# or in a library. Collection-wide IDF let other books reorder a book's BM25 list: the ten Call
+# of the Wild questions scored 6/10 in the six-book library and 5/10 alone. A Qdrant server has
+# no filter-scoped IDF; there it stays collection-wide.
+EDGE_IDF_SCOPE: Literal["collection", "filter"] = "filter"
 
 
 def store_description(url: str | None = None) -> str:
@@ -36,8 +42,9 @@ def make_vector_store(
 ) -> BasePydanticVectorStore:
     """A hybrid (dense + BM25) store for ``collection``.
 
-    Without a URL: an Edge shard under ``home/index``. With one: a collection on the server,
-    with ``book_id`` as a keyword payload index (the tenant key) and ``chapter_index`` indexed.
+    Without a URL: an Edge shard under ``home/index``, BM25 IDF over the selected books. With
+    one: a collection on the server, with ``book_id`` as a keyword payload index (the tenant key)
+    and ``chapter_index`` indexed.
     """
     encoder = encoder or BM25Encoder()
     url = url if url is not None else os.environ.get("QDRANT_URL")
@@ -50,6 +57,7 @@ def make_vector_store(
             dense_dim=dense_dim,
             sparse_doc_fn=encoder.doc_fn,
             sparse_query_fn=encoder.query_fn,
+            sparse_idf_scope=EDGE_IDF_SCOPE,
         )
     return _server_store(
         url,
