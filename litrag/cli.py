@@ -392,12 +392,13 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
         retrieval = RetrievalSettings.from_env(args.retrieval or s.retrieval)
         if args.top_k:
             retrieval.top_k = args.top_k
-        generator = Generator(answer_tokens=args.answer_tokens)
+        order = args.passage_order or s.passage_order
+        generator = Generator(answer_tokens=args.answer_tokens, passage_order=order)
         if not args.no_llm:
             if not s.llm_url:
                 say(f"starting the local LLM ({s.local_llm}) ...")
             answer_llm = build_answer_llm(s, max_tokens=args.answer_tokens)
-            generator = Generator(answer_llm.llm, answer_llm.description, args.answer_tokens)
+            generator = Generator(answer_llm.llm, answer_llm.description, args.answer_tokens, order)
         judge, judge_closer = build_judge(
             s,
             local=args.judge == "local",
@@ -777,6 +778,13 @@ def build_parser() -> argparse.ArgumentParser:
     ea.add_argument("--retrieval", choices=["embedded", "paper"], help="retrieval preset")
     ea.add_argument("--top-k", type=int, help="blocks given to the LLM (default 5)")
     ea.add_argument("--answer-tokens", type=int, default=256, help="answer length cap")
+    ea.add_argument(
+        "--passage-order",
+        choices=["score", "story"],
+        default=None,
+        help="passages in the prompt by retrieval score or in reading order (default: "
+        "$LITRAG_PASSAGE_ORDER, else the engine's default)",
+    )
     ea.add_argument("--judge", choices=["local"], help="judge with the packaged local LLM")
     ea.add_argument("--judge-url", help="judge LLM: an OpenAI-compatible endpoint")
     ea.add_argument("--judge-model", help="model name at --judge-url")

@@ -7,7 +7,8 @@ such as ``vllm serve``), ``LITRAG_EMBED_MODEL`` (``minilm`` or a sentence-transf
 Answering: ``LITRAG_LOCAL_LLM`` (the packaged model started when no URL is set),
 ``LITRAG_MODELS`` (its folder), ``LITRAG_LLM_TIMEOUT`` (seconds), ``LITRAG_LLM_CONTEXT`` (tokens),
 ``LITRAG_RETRIEVAL`` (preset, with ``LITRAG_RETRIEVAL_<FIELD>`` overrides; see
-``litrag.query.retriever``).
+``litrag.query.retriever``), ``LITRAG_PASSAGE_ORDER`` (``score`` or ``story``: the order of the
+passages in the answer prompt).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class Settings:
     max_mb: float = 16.0
     # answering (litrag ask / chat)
     retrieval: str = field(default_factory=lambda: os.environ.get("LITRAG_RETRIEVAL", "embedded"))
+    passage_order: str = field(
+        default_factory=lambda: os.environ.get("LITRAG_PASSAGE_ORDER") or _default_order()
+    )
     local_llm: str = field(
         default_factory=lambda: os.environ.get("LITRAG_LOCAL_LLM", "qwen2.5-1.5b")
     )
@@ -56,6 +60,12 @@ class Settings:
             else None
         )
     )  # where packaged models are assembled; None: <home>/models
+
+
+def _default_order() -> str:
+    from litrag.query.answer import DEFAULT_PASSAGE_ORDER
+
+    return DEFAULT_PASSAGE_ORDER
 
 
 def build_embed_model(s: Settings) -> Any:
@@ -200,4 +210,10 @@ def build_query_engine(
         books=done,
         partial_books=partial,
     )
-    return BookQueryEngine(retriever, llm, streaming=streaming, answered_by=llm_description)
+    return BookQueryEngine(
+        retriever,
+        llm,
+        streaming=streaming,
+        answered_by=llm_description,
+        passage_order=s.passage_order,  # type: ignore[arg-type]
+    )

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from llama_index.core.base.llms.types import MessageRole
+from scripted_llm import ScriptedLLM
 from test_retriever import ALICE, WILD, ingested_shelf
 
 from litrag.config import Settings, build_embed_model, build_query_engine, thinking_off
@@ -112,6 +113,24 @@ def test_blocks_that_do_not_fit_are_neither_sent_nor_cited(engine_for):
     need = sum(estimate_tokens(c) + 2 for _, c in fit_to_context(nodes[:2], 10**6))
     assert len(fit_to_context(nodes, need)) == 2
     assert len(fit_to_context(nodes, need - 1)) == 1
+
+
+def test_story_order_sends_the_same_blocks_in_reading_order(engine_for):
+    question = "How did Buck learn the law of club and fang?"  # spans chapters I and II
+    scored = engine_for(WILD).retriever.retrieve(question)
+    llm = ScriptedLLM(["By being beaten."])
+    engine = engine_for(WILD, llm=llm)
+    engine.streaming, engine.passage_order = False, "story"
+    answer = AnswerStream.from_response(engine.query(question)).answer()
+    place = [(s.chapter_index, s.sentence_from) for s in answer.sources]
+    assert place == sorted(place) and [s.rank for s in answer.sources] == [1, 2, 3, 4, 5]
+    assert {s.node_id for s in answer.sources} == {n.node.node_id for n in scored}
+    assert [s.node_id for s in answer.sources] != [n.node.node_id for n in scored]  # reordered
+    prompt = llm.requests[0][-1].content
+    starts = [prompt.index(s.text[:80]) for s in answer.sources]
+    assert starts == sorted(starts)  # the prompt lists them in the cited order
+    with pytest.raises(ValueError, match="passage_order"):
+        BookQueryEngine(engine.retriever, passage_order="random")  # type: ignore[arg-type]
 
 
 def test_extractive_answer_without_llm(engine_for):

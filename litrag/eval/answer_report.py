@@ -95,7 +95,8 @@ def markdown(run: AnswerRun, command: str | None = None) -> str:
     parts += [
         f"{len(run.rows)} questions; dropped: {', '.join(run.dropped) or 'none'}.",
         f"Passages: {cfg['source']}; retrieval {cfg['retrieval']}.",
-        f"Answers: {cfg['llm']} (answer cap {cfg['answer_tokens']} tokens); "
+        f"Answers: {cfg['llm']} (answer cap {cfg['answer_tokens']} tokens, passages in "
+        f"{cfg.get('passage_order', 'score')} order); "
         f"judge: {cfg['judge'] or 'none'}.",
         "Means over questions (a metric's missing values are left out); 'evidence@k': share of "
         "questions whose gold span is inside the retrieved passages (GutenQA only).",

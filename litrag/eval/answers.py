@@ -393,6 +393,7 @@ class Generator:
     llm: Any = None
     identity: str = "extractive (no LLM)"
     answer_tokens: int = 256
+    passage_order: str = "score"
 
 
 def prompt_fingerprint(engine: Any) -> str:
@@ -402,6 +403,9 @@ def prompt_fingerprint(engine: Any) -> str:
     if engine.llm is None:
         return "extractive:" + hashlib.sha256(EXTRACTIVE_LABEL.encode()).hexdigest()[:12]
     texts = [m.content or "" for m in engine.qa_prompt.message_templates]
+    order = getattr(engine, "passage_order", "score")
+    if order != "score":  # the passages go in another order: another prompt
+        texts.append(f"passage order: {order}")
     return hashlib.sha256("\n\x00".join(texts).encode()).hexdigest()[:16]
 
 
@@ -493,6 +497,7 @@ def _engine(
             streaming=False,
             answer_tokens=gen.answer_tokens,
             answered_by=gen.identity,
+            passage_order=gen.passage_order,  # type: ignore[arg-type]
         )
     from litrag.config import build_query_engine
 
@@ -506,6 +511,7 @@ def _engine(
         streaming=False,
     )
     engine.answer_tokens = gen.answer_tokens
+    engine.passage_order = gen.passage_order
     return engine
 
 
@@ -649,6 +655,7 @@ def evaluate_answers(
         "top_k": retrieval.top_k,
         "llm": gen.identity,
         "answer_tokens": gen.answer_tokens,
+        "passage_order": gen.passage_order,
         "judge": judge.identity if judge is not None else None,
         "judge_retries": judge.max_retries if judge is not None else None,
     }
