@@ -416,7 +416,8 @@ class CachedEmbedder:
                 have.update(zip(part, arr, strict=True))
                 if len(missing) > self.batch:
                     self._say(f"    embedded {min(i + self.batch, len(missing))}/{len(missing)}")
-            self.computed += sum(1 for k in keys if k in set(missing))
+            missing_set = set(missing)
+            self.computed += sum(1 for k in keys if k in missing_set)
             self.seconds += time.perf_counter() - t0
         if not keys:
             return np.zeros((0, 0), dtype=np.float32)
