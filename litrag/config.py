@@ -72,7 +72,7 @@ def build_embed_model(s: Settings) -> Any:
     from litrag.embeddings import WindowedEmbedding, minilm_path
 
     path = minilm_path() if s.embed_model == "minilm" else Path(s.embed_model)
-    return WindowedEmbedding(path, embed_batch_size=32)
+    return WindowedEmbedding(path)
 
 
 def build_llm(s: Settings) -> Any:

@@ -60,6 +60,13 @@ class WindowedEmbedding(BaseEmbedding):
         description="Word pieces per window; None uses the model's max_seq_length minus 2.",
     )
     stride_tokens: int = Field(default=32, description="Overlap between consecutive windows.")
+    encode_batch_size: int = Field(
+        default=32,
+        description=(
+            "Texts per forward pass. Each call sorts its texts by length before batching, so a "
+            "large embed_batch_size (texts per call) wastes little on padding."
+        ),
+    )
     device: str = Field(default="cpu", description="torch device.")
     query_instruction: str = Field(
         default="", description="Prefix for queries (e.g. Qwen3-Embedding's instruction)."
@@ -71,6 +78,10 @@ class WindowedEmbedding(BaseEmbedding):
     def __init__(self, model_path: str | Path | None = None, **kwargs: Any) -> None:
         path = str(model_path or minilm_path())
         kwargs.setdefault("model_name", Path(path).name)
+        # LlamaIndex hands texts over in embed_batch_size groups; sentence-transformers sorts
+        # each group by length. Groups of 256 instead of 32 embed varied texts (sentence groups,
+        # blocks and their windows) about 1.7x faster on 2 cores (less padding), same vectors.
+        kwargs.setdefault("embed_batch_size", 256)
         super().__init__(model_path=path, **kwargs)
         from sentence_transformers import SentenceTransformer
 
@@ -108,7 +119,7 @@ class WindowedEmbedding(BaseEmbedding):
                 owner.append(i)
         vecs = self._model.encode(
             pieces,
-            batch_size=self.embed_batch_size,
+            batch_size=self.encode_batch_size,
             normalize_embeddings=True,
             convert_to_numpy=True,
             show_progress_bar=False,

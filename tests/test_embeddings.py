@@ -56,3 +56,12 @@ def test_query_instruction_is_prefixed():
     q = np.array(e.get_query_embedding("Who stole Buck?"))
     direct = e._model.encode(["Instruct: find\nQuery: Who stole Buck?"], normalize_embeddings=True)
     assert np.allclose(q, direct[0], atol=1e-5)
+
+
+def test_batch_grouping_does_not_change_vectors(embedder, long_passage):
+    """Large calls are sorted by length and padded differently: the vectors stay the same."""
+    words = long_passage.split()
+    texts = [" ".join(words[i : i + n]) for i, n in enumerate([3, 40, 7, 300, 12, 90, 1, 55] * 3)]
+    small = np.array(embedder.get_text_embedding_batch(texts))  # calls of 8 texts
+    big = WindowedEmbedding(embed_batch_size=256, encode_batch_size=5)
+    np.testing.assert_allclose(np.array(big.get_text_embedding_batch(texts)), small, atol=1e-5)

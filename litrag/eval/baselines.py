@@ -359,7 +359,7 @@ def semantic_chunker(
     if embed_model is None:
         from litrag.embeddings import WindowedEmbedding
 
-        embed_model = WindowedEmbedding(embed_batch_size=32)
+        embed_model = WindowedEmbedding()
     splitter = SemanticSplitterNodeParser.from_defaults(
         embed_model=embed_model,
         breakpoint_percentile_threshold=breakpoint_percentile_threshold,

@@ -377,7 +377,7 @@ class CachedEmbedder:
         cache: EmbeddingCache,
         model_key: str,
         load: Callable[[], Any],
-        batch: int = 64,
+        batch: int = 256,
         say: Say | None = None,
     ) -> None:
         self.cache, self.model_key, self._load, self.batch = cache, model_key, load, batch
@@ -436,7 +436,7 @@ def windowed_minilm_embedder(
     def load() -> Any:
         from litrag.embeddings import WindowedEmbedding
 
-        return WindowedEmbedding(path, embed_batch_size=32)
+        return WindowedEmbedding(path)
 
     # windows of the model's max length - 2 word pieces, stride 32 (WindowedEmbedding's defaults)
     return CachedEmbedder(cache, f"{name} (windowed, stride 32)", load, say=say)
