@@ -239,6 +239,8 @@ def test_cli_end_to_end(
     md = (out / "retrieval.md").read_text(encoding="utf-8")
     assert "| paragraphs ≤200w | bm25 |" in md and "hybrid-rrf a=0.5" in md
     assert "Intrinsic boundary metric" in md
+    per_book = md.split("Seconds per book")[1].split("###")[0]
+    assert "| chunker | tiny |" in per_book and "| paragraphs ≤200w | " in per_book
     report = json.loads((out / "retrieval.json").read_text(encoding="utf-8"))
     assert report["questions"] == 3
     (row,) = report["chunkers"]

@@ -89,6 +89,22 @@ def timing_table(run: RetrievalRun) -> str:
     return "\n".join(lines)
 
 
+def per_book_table(run: RetrievalRun) -> str | None:
+    """Seconds per book per chunker: chunking + embedding + storing (queries are per run)."""
+    books = list(dict.fromkeys(b for c in run.chunkers for b in c.seconds_per_book))
+    if not books:
+        return None
+    names = [Path(b).stem.split("_")[0] for b in books]
+    lines = ["| chunker | " + " | ".join(names) + " |", "|---|" + "---:|" * len(books)]
+    for c in run.chunkers:
+        cells = []
+        for b in books:
+            t = c.seconds_per_book.get(b)
+            cells.append(f"{t['chunk'] + t['embed'] + t['store']:.0f}" if t else "-")
+        lines.append(f"| {c.label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def outcomes_table(run: RetrievalRun) -> str | None:
     """Chunks per LLM outcome (valid / repaired / fallback / ...) for the LLM chunkers."""
     rows = [c for c in run.chunkers if c.outcomes]
@@ -203,6 +219,11 @@ def markdown(run: RetrievalRun, command: str | None = None, plot_file: str | Non
         "",
         timing_table(run),
         "",
+        *(
+            ["Seconds per book (chunk + embed + store; cached work counts ~0):", "", table, ""]
+            if (table := per_book_table(run))
+            else []
+        ),
         "## Environment",
         "",
         ", ".join(f"{k} {v}" for k, v in env.items()),
