@@ -6,6 +6,9 @@ import asyncio
 import hashlib
 import importlib.util
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -249,7 +252,49 @@ def test_server_is_stopped_on_exit(tmp_path: Path) -> None:
         assert server.api_base == f"http://127.0.0.1:{server.port}/v1"
     assert proc.poll() is not None
     assert not server.running
-    assert "llama_cpp.server" in (tmp_path / "s.log").read_text()
+    assert "litrag.llama_child" in (tmp_path / "s.log").read_text()
+
+
+ORPHAN_PARENT = """
+import sys, time
+from litrag.local_llm import LlamaServer, smollm2_path
+server = LlamaServer(smollm2_path(), n_ctx=512, log_path=sys.argv[1]).start()
+print(server._proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.llm
+def test_server_exits_when_its_parent_is_killed(tmp_path: Path) -> None:
+    """SIGKILL runs no atexit handler: the server must notice on its own and not linger."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN_PARENT, str(tmp_path / "s.log")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    child = 0
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        os.kill(child, 0)  # alive while the parent is
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _alive(child):
+            time.sleep(0.2)
+        assert not _alive(child), "the llama.cpp server outlived its killed parent"
+    finally:
+        parent.kill()
+        if child and _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][:1] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
 
 
 @pytest.mark.llm
