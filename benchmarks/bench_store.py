@@ -1,11 +1,13 @@
 """Vector-store benchmark: Qdrant Edge in-process vs qdrant-client's embedded mode.
 
 python benchmarks/bench_store.py [--books DIR] [--dir DIR] [--backends edge,client] [--queries N]
+    [--copies N] [--idf-scope collection|filter]
 
 The six books are cut into paragraphs (long ones into <= --max-words pieces), embedded with
 WordLlama (256-d, packaged) and BM25 (Edge's offline ``Bm25``, IDF applied by the engine), then
 each backend runs in its own process: upsert through the LlamaIndex ``add``, optimize (Edge),
-close + reopen, and dense / sparse / hybrid queries (top 10) with a ``book_id`` filter, plus
+close + reopen, and dense / sparse / hybrid queries (top 10) with a ``book_id`` filter (BM25 IDF
+over that book with the library's default ``--idf-scope filter``), plus
 recall@10 of dense search against numpy brute force. Prints one JSON line per backend and a table.
 """
 
@@ -73,11 +75,19 @@ def build_nodes(books: Path, max_words: int, copies: int = 1) -> tuple[list[Any]
     return nodes, vecs
 
 
-def open_store(backend: str, path: Path, doc_fn: Any, query_fn: Any) -> Any:
+def open_store(
+    backend: str, path: Path, doc_fn: Any, query_fn: Any, idf_scope: str = "collection"
+) -> Any:
     if backend == "edge":
         from litrag.query.edge_store import QdrantEdgeVectorStore
 
-        return QdrantEdgeVectorStore(path, "bench", sparse_doc_fn=doc_fn, sparse_query_fn=query_fn)
+        return QdrantEdgeVectorStore(
+            path,
+            "bench",
+            sparse_doc_fn=doc_fn,
+            sparse_query_fn=query_fn,
+            sparse_idf_scope=idf_scope,
+        )
     from llama_index.vector_stores.qdrant import QdrantVectorStore
     from qdrant_client import QdrantClient, models
 
@@ -100,7 +110,13 @@ def close_store(backend: str, store: Any) -> None:
 
 
 def run_backend(
-    backend: str, books: Path, folder: Path, n_queries: int, max_words: int, copies: int = 1
+    backend: str,
+    books: Path,
+    folder: Path,
+    n_queries: int,
+    max_words: int,
+    copies: int = 1,
+    idf_scope: str = "collection",
 ) -> dict:
     import warnings
 
@@ -124,7 +140,7 @@ def run_backend(
     doc_fn([n.text for n in nodes])
     bm25_s = time.perf_counter() - t
 
-    store = open_store(backend, folder, doc_fn, query_fn)
+    store = open_store(backend, folder, doc_fn, query_fn, idf_scope)
     t = time.perf_counter()
     store.add(nodes)
     add_s = time.perf_counter() - t
@@ -132,7 +148,7 @@ def run_backend(
     close_store(backend, store)
 
     t = time.perf_counter()
-    store = open_store(backend, folder, doc_fn, query_fn)
+    store = open_store(backend, folder, doc_fn, query_fn, idf_scope)
     n_points = len(store.get_nodes(node_ids=[nodes[0].node_id]))  # touch it
     reopen_s = time.perf_counter() - t
     assert n_points == 1
@@ -160,6 +176,7 @@ def run_backend(
     out: dict[str, Any] = {
         "backend": backend,
         "points": len(nodes),
+        "idf_scope": idf_scope if backend == "edge" else "collection",
         "upsert_pts_s": round(len(nodes) / add_s),
         "upsert_s": round(add_s, 2),
         "bm25_encode_s": round(bm25_s, 2),
@@ -215,10 +232,22 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--max-words", type=int, default=150)
     ap.add_argument("--copies", type=int, default=1, help="library of N x the six books")
+    ap.add_argument(
+        "--idf-scope",
+        choices=["collection", "filter"],
+        default=None,
+        help="Edge BM25 IDF over the whole collection or over the filter's points (default: the "
+        "library's, litrag.query.stores.EDGE_IDF_SCOPE)",
+    )
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one backend here
     a = ap.parse_args()
+    if a.idf_scope is None:
+        from litrag.query.stores import EDGE_IDF_SCOPE
+
+        a.idf_scope = EDGE_IDF_SCOPE
     if a.one:
-        print(json.dumps(run_backend(a.one, a.books, a.dir, a.queries, a.max_words, a.copies)))
+        row = run_backend(a.one, a.books, a.dir, a.queries, a.max_words, a.copies, a.idf_scope)
+        print(json.dumps(row))
         return
     rows = []
     for backend in a.backends.split(","):
@@ -226,7 +255,7 @@ def main() -> None:
         try:
             cmd = [sys.executable, __file__, "--one", backend, "--books", str(a.books)]
             cmd += ["--dir", str(folder), "--queries", str(a.queries), "--copies", str(a.copies)]
-            cmd += ["--max-words", str(a.max_words)]
+            cmd += ["--max-words", str(a.max_words), "--idf-scope", a.idf_scope]
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if proc.returncode != 0:
                 sys.exit(f"{backend} failed:\n{proc.stderr[-3000:]}")
