@@ -330,6 +330,7 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
             top_k=args.top_k,
             candidates=args.candidates,
             view=args.view,
+            dense_vectors=args.dense_vectors,
             bm25_avg_len=args.bm25_avg_len,
             intrinsic=not args.no_intrinsic,
             llm=setup,
@@ -713,6 +714,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["embed", "text"],
         default="embed",
         help="index the embedding view (metadata, subtitle, context) or bare text",
+    )
+    er.add_argument(
+        "--dense-vectors",
+        choices=["windows", "block"],
+        default="windows",
+        help="dense search over each chunk's sentence windows (MaxSim, as the library) or one "
+        "vector per chunk",
     )
     er.add_argument("--bm25-avg-len", type=float, help="fixed BM25 avg_len (default: per book)")
     er.add_argument("--no-intrinsic", action="store_true", help="skip the boundary metric")

@@ -98,6 +98,7 @@ def build_parser(s: Settings, llm: Any = None) -> Any:
 
 
 def build_library(s: Settings) -> Any:
+    from litrag.embeddings import SentenceWindowEncoder
     from litrag.ingestion.library import Library
     from litrag.query.stores import make_vector_store
 
@@ -105,7 +106,12 @@ def build_library(s: Settings) -> Any:
     parser = build_parser(s, build_llm(s))
     dim = len(embed.get_text_embedding("dimension probe"))
     store = make_vector_store(
-        s.home, s.collection, dense_dim=dim, url=s.qdrant_url, api_key=s.qdrant_api_key
+        s.home,
+        s.collection,
+        dense_dim=dim,
+        url=s.qdrant_url,
+        api_key=s.qdrant_api_key,
+        window_doc_fn=SentenceWindowEncoder(embed.get_text_embedding_batch),
     )
     return Library(s.home, store, embed, parser, max_bytes=int(s.max_mb * 1024 * 1024))
 

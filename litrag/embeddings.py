@@ -140,3 +140,48 @@ class WindowedEmbedding(BaseEmbedding):
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
         return self._get_query_embedding(query)
+
+
+class SentenceWindowEncoder:
+    """A block as several dense vectors: one per window of a few consecutive sentences.
+
+    One vector per block mean-pools a whole plot block, and a question about one detail in it
+    (a sum of money, a name) lands far from that average. Stored as a Qdrant multivector, a
+    block scores by its best window (MaxSim), so a detail is found at sentence granularity while
+    the block stays the unit that is cited and read.
+
+    Callable as a store's ``window_doc_fn``: ``texts -> one list of vectors per text``.
+    ``embed`` embeds a list of texts, e.g. ``embed_model.get_text_embedding_batch``.
+    """
+
+    def __init__(
+        self,
+        embed: Callable[[list[str]], Sequence[Sequence[float]]],
+        size: int = 3,
+        stride: int = 2,
+    ) -> None:
+        if size < 1 or stride < 1:
+            raise ValueError("window size and stride must be >= 1")
+        self.embed = embed
+        self.size = size
+        self.stride = stride
+
+    def windows(self, text: str) -> list[str]:
+        """Windows of ``size`` sentences every ``stride``; the last one always ends the text."""
+        from litrag.segment.sentences import split_sentences
+
+        sents = [s.flat for s in split_sentences(text)] or [text.strip() or " "]
+        starts = list(range(0, max(1, len(sents) - self.size + 1), self.stride))
+        if starts[-1] + self.size < len(sents):
+            starts.append(len(sents) - self.size)
+        return [" ".join(sents[a : a + self.size]) for a in starts]
+
+    def __call__(self, texts: Sequence[str]) -> list[list[list[float]]]:
+        per_text = [self.windows(t) for t in texts]
+        flat = [w for ws in per_text for w in ws]
+        vecs = [[float(x) for x in v] for v in self.embed(flat)] if flat else []
+        out, at = [], 0
+        for ws in per_text:
+            out.append(vecs[at : at + len(ws)])
+            at += len(ws)
+        return out

@@ -214,3 +214,30 @@ def test_books_and_remove_commands(clean, shelf, tmp_path):
     proc = cli(home, "remove", "pg215")
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 2 and "no book 'pg215'" in err
+
+
+def test_library_searches_blocks_by_their_sentence_windows(clean):
+    """Dense search scores a plot block by its best 3-sentence window (MaxSim), with the real
+    MiniLM: a question about one detail is not averaged away by the rest of the block."""
+    import numpy as np
+
+    from litrag.embeddings import SentenceWindowEncoder
+
+    lib, _, _ = clean
+    assert lib.store.config.window_vector_name
+    enc = SentenceWindowEncoder(lib.embed_model.get_text_embedding_batch)
+    flt = MetadataFilters(filters=[MetadataFilter(key="book_id", value="pg215")])
+    blocks = [n for n in lib.store.get_nodes(filters=flt) if len(enc.windows(n.get_content())) >= 3]
+    assert blocks
+    block = blocks[len(blocks) // 2]
+    probe = enc.windows(block.get_content())[1]
+    qv = np.array(lib.embed_model.get_query_embedding(probe))
+    res = lib.store.query(
+        VectorStoreQuery(query_embedding=qv.tolist(), similarity_top_k=3, filters=flt)
+    )
+    assert res.ids[0] == block.node_id
+    own = np.array(enc([block.get_content()])[0])
+    cos = own @ qv / (np.linalg.norm(own, axis=1) * np.linalg.norm(qv))
+    assert res.similarities[0] == pytest.approx(float(cos.max()), abs=1e-3)
+    whole = np.array(block.embedding)  # the block's one (mean-pooled) vector scores lower
+    assert float(whole @ qv / (np.linalg.norm(whole) * np.linalg.norm(qv))) < cos.max() - 0.01

@@ -33,6 +33,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
 )
 
+from litrag.embeddings import SentenceWindowEncoder
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
 from litrag.query.edge_store import (
@@ -680,3 +681,63 @@ def test_edge_idf_over_the_filter_is_per_book_bm25(tmp_path: Path, corpus: Corpu
         got = _sparse_answer(s, corpus, MetadataFilters(filters=[_f("book_id", "pg84")]))
     assert got.ids == want.ids
     np.testing.assert_allclose(got.similarities, want.similarities, rtol=1e-5)
+
+
+# --------------------------------------------------------------------------- sentence windows
+def test_edge_window_vectors_score_a_node_by_its_best_window(
+    tmp_path: Path, corpus: Corpus
+) -> None:
+    """A dense query against the window multivector scores each node by MaxSim over its
+    sentence windows: a query that is one window of a long paragraph finds that paragraph."""
+    windows = SentenceWindowEncoder(lambda texts: corpus.encode(texts).tolist())
+    long = [n for n in corpus.nodes if len(windows.windows(n.text)) >= 3]
+    assert len(long) >= 5, "the corpus should hold paragraphs of several sentences"
+    with QdrantEdgeVectorStore(tmp_path, "windows", window_doc_fn=windows) as s:
+        s.add(corpus.copy_nodes())
+        assert s.config.window_vector_name
+        with QdrantEdgeVectorStore(tmp_path, "blocks") as plain:
+            plain.add(corpus.copy_nodes())
+            for node in long[:5]:
+                probe = windows.windows(node.text)[1]  # a middle window, not the whole node
+                qv = corpus.encode([probe])[0]
+                res = s.query(VectorStoreQuery(query_embedding=qv.tolist(), similarity_top_k=5))
+                own = np.array(windows([node.text])[0])
+                cos = own @ qv / (np.linalg.norm(own, axis=1) * np.linalg.norm(qv))
+                assert res.ids[0] == node.node_id
+                assert res.similarities[0] == pytest.approx(float(cos.max()), abs=1e-4)  # MaxSim
+                ref = plain.query(VectorStoreQuery(query_embedding=qv.tolist(), similarity_top_k=5))
+                assert node.node_id in ref.ids  # the one-vector store scores the whole node
+                assert ref.similarities[ref.ids.index(node.node_id)] < res.similarities[0] - 0.01
+
+
+def test_edge_window_store_reopens_with_windows_and_refuses_nodes_without(
+    tmp_path: Path, corpus: Corpus
+) -> None:
+    windows = SentenceWindowEncoder(lambda texts: corpus.encode(texts).tolist())
+    nodes = corpus.small
+    with QdrantEdgeVectorStore(tmp_path, "w", window_doc_fn=windows) as s:
+        s.add([n.model_copy(deep=True) for n in nodes])
+    probe = windows.windows(nodes[3].text)[-1]
+    qv = corpus.encode([probe])[0].tolist()
+    with QdrantEdgeVectorStore(tmp_path, "w") as again:  # a reader: no encoder needed
+        assert again.config.window_vector_name
+        assert again.query(VectorStoreQuery(query_embedding=qv, similarity_top_k=1)).ids == [
+            nodes[3].node_id
+        ]
+        with pytest.raises(ValueError, match="window_doc_fn"):
+            again.add([nodes[0].model_copy(deep=True)])
+        again.set_window_fn(windows)
+        assert again.add([nodes[0].model_copy(deep=True)]) == [nodes[0].node_id]
+
+
+def test_sentence_windows_cover_the_text() -> None:
+    enc = SentenceWindowEncoder(lambda texts: [[float(len(t)), 1.0] for t in texts])
+    text = " ".join(f"Sentence {i} ends here." for i in range(7))
+    wins = enc.windows(text)
+    assert [w.split()[1] for w in wins] == ["0", "2", "4"]
+    assert wins[-1].endswith("Sentence 6 ends here.")  # the tail is never dropped
+    assert enc.windows("One sentence only.") == ["One sentence only."]
+    vecs = enc([text, "Short one."])
+    assert [len(v) for v in vecs] == [3, 1] and vecs[1][0] == [10.0, 1.0]
+    with pytest.raises(ValueError):
+        SentenceWindowEncoder(lambda t: [], size=0)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from litrag.config import AnswerLLM, Settings, build_embed_model, build_parser, build_query_engine
+from litrag.embeddings import SentenceWindowEncoder
 from litrag.ingestion.library import BookRecord, IngestReport, Library
 from litrag.query.answer import CONDENSE_PROMPT, Answer, AnswerStream
 from litrag.query.retriever import RetrievalSettings, loaded_books
@@ -43,7 +44,7 @@ class Turn:
     answer: str
 
 
-def open_shared_store(s: Settings, dense_dim: int | None = None) -> Any:
+def open_shared_store(s: Settings, dense_dim: int | None = None, window_doc_fn: Any = None) -> Any:
     """The library's store for a process that serves many threads.
 
     Embedded: an Edge store whose calls take one lock. Server (``QDRANT_URL``): qdrant-client,
@@ -64,6 +65,7 @@ def open_shared_store(s: Settings, dense_dim: int | None = None) -> Any:
         sparse_doc_fn=encoder.doc_fn,
         sparse_query_fn=encoder.query_fn,
         sparse_idf_scope=EDGE_IDF_SCOPE,
+        window_doc_fn=window_doc_fn,
     )
 
 
@@ -83,7 +85,11 @@ class ChatService:
         self.embed_model = embed_model if embed_model is not None else build_embed_model(settings)
         if store is None:
             dim = len(self.embed_model.get_text_embedding("dimension probe"))
-            store = open_shared_store(settings, dense_dim=dim)
+            store = open_shared_store(
+                settings,
+                dense_dim=dim,
+                window_doc_fn=SentenceWindowEncoder(self.embed_model.get_text_embedding_batch),
+            )
         self.store = store
         self.answer_llm = answer_llm
         # Why there is no LLM (--no-llm, or the local model did not start): shown with answers.

@@ -66,6 +66,11 @@ from litrag.eval.spans import normalize
 DEFAULT_TOP_K = 20
 DEFAULT_ALPHA = 0.5
 View = Literal["embed", "text"]
+DenseVectors = Literal["windows", "block"]
+DENSE_VECTORS_LABEL = {
+    "windows": "each chunk's 3-sentence windows (stride 2), MaxSim (the library's default)",
+    "block": "one vector per chunk (long chunks: windows of 254 word pieces, mean-pooled)",
+}
 Say = Callable[[str], None]
 _ID_NAMESPACE = uuid.UUID("1b6f0e0a-2f4c-4f7e-9a53-5d0c8e4a7b21")
 
@@ -744,6 +749,7 @@ def evaluate_chunker(
     top_k: int = DEFAULT_TOP_K,
     candidates: int | None = None,
     view: View = "embed",
+    dense_vectors: DenseVectors = "windows",
     bm25_avg_len: float | None = None,
     chunk_cache: Path | None = None,
     intrinsic: bool = True,
@@ -767,10 +773,18 @@ def evaluate_chunker(
     t = dict.fromkeys(("chunk", "embed", "store", "query", "rerank", "intrinsic"), 0.0)
     if any(m.kind == "rerank" for m in modes) and reranker is None:
         raise ValueError("rerank modes need a reranker")
+    windows = None
+    if dense_vectors == "windows":  # as the library stores blocks: MaxSim over sentence windows
+        from litrag.embeddings import SentenceWindowEncoder
+
+        windows = SentenceWindowEncoder(lambda texts: embedder.embed(texts).tolist())
     store = QdrantEdgeVectorStore(
         path=store_dir,
-        collection_name=_slug(spec.key) + ("-text" if view == "text" else ""),
+        collection_name=_slug(spec.key)
+        + ("-text" if view == "text" else "")
+        + ("-windows" if windows is not None else ""),
         sparse_idf_scope="filter",
+        window_doc_fn=windows,
     )
     store.clear()  # a fresh collection each run: chunks may have changed
     try:
@@ -889,6 +903,7 @@ def evaluate_retrieval(
     top_k: int = DEFAULT_TOP_K,
     candidates: int | None = None,
     view: View = "embed",
+    dense_vectors: DenseVectors = "windows",
     bm25_avg_len: float | None = None,
     intrinsic: bool = True,
     llm: ChunkerLLM | None = None,
@@ -934,6 +949,7 @@ def evaluate_retrieval(
         "top_k": top_k,
         "fusion_candidates": max(candidates or top_k, top_k),
         "view": view,
+        "dense_vectors": DENSE_VECTORS_LABEL[dense_vectors],
         "bm25_avg_len": bm25_avg_len or "fitted per book",
         "embedding_model": embedder.model_key,
         "store": "Qdrant Edge (qdrant-edge-py), one collection per chunker, book_id filter",
@@ -980,6 +996,7 @@ def evaluate_retrieval(
                     top_k=top_k,
                     candidates=candidates,
                     view=view,
+                    dense_vectors=dense_vectors,
                     bm25_avg_len=bm25_avg_len,
                     chunk_cache=cache_dir,
                     intrinsic=intrinsic,

@@ -49,6 +49,9 @@ logger = logging.getLogger(__name__)
 BatchSparseEncoding = tuple[list[list[int]], list[list[float]]]
 # Same shape as llama-index-vector-stores-qdrant's SparseEncoderCallable.
 SparseEncoderCallable = Callable[[list[str]], BatchSparseEncoding]
+# texts -> per text, the vectors of its sentence windows (embeddings.SentenceWindowEncoder).
+WindowEncoderCallable = Callable[[list[str]], list[list[list[float]]]]
+WINDOW_VECTOR_NAME = "text-windows"
 # (dense_result, sparse_result, *, alpha, top_k) -> fused result, as in QdrantVectorStore.
 HybridFusionCallable = Callable[..., VectorStoreQueryResult]
 
@@ -106,6 +109,14 @@ class EdgeStoreConfig(BaseModel):
         default="text-dense", description="Name of the dense vector (LlamaIndex's default)."
     )
     sparse_vector_name: str = Field(default="text-sparse", description="Name of the sparse vector.")
+    window_vector_name: str | None = Field(
+        default=None,
+        description=(
+            "Name of a multivector (MaxSim) of each node's sentence windows, which dense queries "
+            "then search instead of the one-per-node vector; None: no window vectors. Set when "
+            "the collection is created with a window_doc_fn."
+        ),
+    )
     sparse_idf: bool = Field(
         default=True, description="Let the engine apply IDF to sparse scores (BM25-style)."
     )
@@ -201,6 +212,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
     _sparse_doc_fn: SparseEncoderCallable | None = PrivateAttr(default=None)
     _sparse_query_fn: SparseEncoderCallable | None = PrivateAttr(default=None)
     _fusion_fn: HybridFusionCallable | None = PrivateAttr(default=None)
+    _window_doc_fn: WindowEncoderCallable | None = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -212,6 +224,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         sparse_doc_fn: SparseEncoderCallable | None = None,
         sparse_query_fn: SparseEncoderCallable | None = None,
         hybrid_fusion_fn: HybridFusionCallable | None = None,
+        window_doc_fn: WindowEncoderCallable | None = None,
         **kwargs: Any,
     ) -> None:
         folder = Path(path) / collection_name
@@ -226,12 +239,15 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             cfg = saved
         else:
             cfg = config.model_copy() if config is not None else EdgeStoreConfig()
+            if window_doc_fn is not None and cfg.window_vector_name is None:
+                cfg.window_vector_name = WINDOW_VECTOR_NAME
         if cfg.dense_dim is None and dense_dim is not None:
             cfg.dense_dim = dense_dim
         super().__init__(path=str(path), collection_name=collection_name, config=cfg, **kwargs)
         self._sparse_doc_fn = sparse_doc_fn
         self._sparse_query_fn = sparse_query_fn
         self._fusion_fn = hybrid_fusion_fn
+        self._window_doc_fn = window_doc_fn
         if self._shard_dir.joinpath("edge_config.json").exists() or cfg.dense_dim is not None:
             self._open()
 
@@ -264,15 +280,24 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         self._sparse_query_fn = sparse_query_fn
         self._fusion_fn = hybrid_fusion_fn
 
+    def set_window_fn(self, window_doc_fn: WindowEncoderCallable | None) -> None:
+        """Set the sentence-window encoder (code, so not persisted); needed to add nodes to a
+        collection that keeps window vectors."""
+        self._window_doc_fn = window_doc_fn
+
     def _edge_config(self) -> Any:
         c = self.config
         assert c.dense_dim is not None
+        distance = _DISTANCE[c.distance]
+        vectors = {c.dense_vector_name: qe.EdgeVectorParams(size=c.dense_dim, distance=distance)}
+        if c.window_vector_name:
+            vectors[c.window_vector_name] = qe.EdgeVectorParams(
+                size=c.dense_dim,
+                distance=distance,
+                multivector_config=qe.MultiVectorConfig(comparator=qe.MultiVectorComparator.MaxSim),
+            )
         return qe.EdgeConfig(
-            vectors={
-                c.dense_vector_name: qe.EdgeVectorParams(
-                    size=c.dense_dim, distance=_DISTANCE[c.distance]
-                )
-            },
+            vectors=vectors,
             sparse_vectors={
                 c.sparse_vector_name: qe.EdgeSparseVectorParams(
                     modifier=qe.Modifier.Idf if c.sparse_idf else None
@@ -362,6 +387,12 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
                 self.config.dense_dim = len(nodes[0].get_embedding())
             self._open()
         dim = self.config.dense_dim
+        windowed = self.config.window_vector_name
+        if windowed and self._window_doc_fn is None:
+            raise ValueError(
+                f"{self.folder} keeps sentence-window vectors: pass window_doc_fn (e.g. "
+                "litrag.embeddings.SentenceWindowEncoder) to add nodes"
+            )
         ids: list[str] = []
         for start in range(0, len(nodes), self.batch_size):
             batch = nodes[start : start + self.batch_size]
@@ -369,6 +400,11 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             if self._sparse_doc_fn is not None:
                 sparse = self._sparse_doc_fn(
                     [n.get_content(metadata_mode=MetadataMode.EMBED) for n in batch]
+                )
+            windows: list[list[list[float]]] | None = None
+            if windowed and self._window_doc_fn is not None:
+                windows = self._window_doc_fn(
+                    [n.get_content(metadata_mode=MetadataMode.NONE) for n in batch]
                 )
             points = []
             for i, node in enumerate(batch):
@@ -378,6 +414,10 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
                 vector: dict[str, Any] = {self.config.dense_vector_name: _floats(emb)}
                 if sparse is not None:
                     vector[self.config.sparse_vector_name] = _sparse(sparse[0][i], sparse[1][i])
+                if windows is not None and windowed:
+                    if not windows[i] or any(len(w) != dim for w in windows[i]):
+                        raise ValueError(f"node {node.node_id}: window vectors must be {dim}-d")
+                    vector[windowed] = [_floats(w) for w in windows[i]]
                 payload = node_to_metadata_dict(
                     node, remove_text=False, flat_metadata=self.flat_metadata
                 )
@@ -527,11 +567,11 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         params = qe.SearchParams(
             hnsw_ef=int(sp.get("hnsw_ef", self.hnsw_ef)), exact=bool(sp.get("exact", False))
         )
+        # A query vector against the window multivector scores each node by its best window.
+        using = self.config.window_vector_name or self.config.dense_vector_name
         return qe.QueryRequest(
             limit=query.similarity_top_k,
-            query=qe.Query.Nearest(
-                _floats(query.query_embedding), using=self.config.dense_vector_name
-            ),
+            query=qe.Query.Nearest(_floats(query.query_embedding), using=using),
             filter=flt,
             with_payload=_node_payload(),
             params=params,

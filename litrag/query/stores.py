@@ -39,12 +39,17 @@ def make_vector_store(
     encoder: BM25Encoder | None = None,
     shards: int = 1,
     replication_factor: int = 1,
+    window_doc_fn: Any = None,
 ) -> BasePydanticVectorStore:
     """A hybrid (dense + BM25) store for ``collection``.
 
     Without a URL: an Edge shard under ``home/index``, BM25 IDF over the selected books. With
     one: a collection on the server, with ``book_id`` as a keyword payload index (the tenant key)
     and ``chapter_index`` indexed.
+
+    ``window_doc_fn`` (a ``SentenceWindowEncoder``): a new embedded collection also keeps each
+    block's sentence-window vectors and searches them for dense queries. It is needed to add
+    nodes, not to query; a server collection keeps one vector per block.
     """
     encoder = encoder or BM25Encoder()
     url = url if url is not None else os.environ.get("QDRANT_URL")
@@ -58,6 +63,7 @@ def make_vector_store(
             sparse_doc_fn=encoder.doc_fn,
             sparse_query_fn=encoder.query_fn,
             sparse_idf_scope=EDGE_IDF_SCOPE,
+            window_doc_fn=window_doc_fn,
         )
     return _server_store(
         url,
