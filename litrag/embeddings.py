@@ -176,10 +176,13 @@ class SentenceWindowEncoder:
             starts.append(len(sents) - self.size)
         return [" ".join(sents[a : a + self.size]) for a in starts]
 
-    def __call__(self, texts: Sequence[str]) -> list[list[list[float]]]:
+    def describe(self) -> str:
+        return f"each chunk's {self.size}-sentence windows (stride {self.stride}), MaxSim"
+
+    def __call__(self, texts: Sequence[str]) -> list[Sequence[Sequence[float]]]:
         per_text = [self.windows(t) for t in texts]
         flat = [w for ws in per_text for w in ws]
-        vecs = [[float(x) for x in v] for v in self.embed(flat)] if flat else []
+        vecs = list(self.embed(flat)) if flat else []  # the store converts to floats once
         out, at = [], 0
         for ws in per_text:
             out.append(vecs[at : at + len(ws)])

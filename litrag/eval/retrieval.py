@@ -59,6 +59,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
 )
 
+from litrag.embeddings import SentenceWindowEncoder
 from litrag.eval.baselines import BASELINES, dynamic_merge, semantic_chunker, word_count
 from litrag.eval.metrics import Aggregate, QuestionScore, aggregate
 from litrag.eval.spans import normalize
@@ -67,10 +68,7 @@ DEFAULT_TOP_K = 20
 DEFAULT_ALPHA = 0.5
 View = Literal["embed", "text"]
 DenseVectors = Literal["windows", "block"]
-DENSE_VECTORS_LABEL = {
-    "windows": "each chunk's 3-sentence windows (stride 2), MaxSim (the library's default)",
-    "block": "one vector per chunk (long chunks: windows of 254 word pieces, mean-pooled)",
-}
+ONE_VECTOR_LABEL = "one vector per chunk (long chunks: windows of 254 word pieces, mean-pooled)"
 Say = Callable[[str], None]
 _ID_NAMESPACE = uuid.UUID("1b6f0e0a-2f4c-4f7e-9a53-5d0c8e4a7b21")
 
@@ -775,9 +773,7 @@ def evaluate_chunker(
         raise ValueError("rerank modes need a reranker")
     windows = None
     if dense_vectors == "windows":  # as the library stores blocks: MaxSim over sentence windows
-        from litrag.embeddings import SentenceWindowEncoder
-
-        windows = SentenceWindowEncoder(lambda texts: embedder.embed(texts).tolist())
+        windows = SentenceWindowEncoder(embedder.embed)
     store = QdrantEdgeVectorStore(
         path=store_dir,
         collection_name=_slug(spec.key)
@@ -949,7 +945,11 @@ def evaluate_retrieval(
         "top_k": top_k,
         "fusion_candidates": max(candidates or top_k, top_k),
         "view": view,
-        "dense_vectors": DENSE_VECTORS_LABEL[dense_vectors],
+        "dense_vectors": (
+            SentenceWindowEncoder(embedder.embed).describe() + " (the library's default)"
+            if dense_vectors == "windows"
+            else ONE_VECTOR_LABEL
+        ),
         "bm25_avg_len": bm25_avg_len or "fitted per book",
         "embedding_model": embedder.model_key,
         "store": "Qdrant Edge (qdrant-edge-py), one collection per chunker, book_id filter",

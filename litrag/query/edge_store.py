@@ -50,7 +50,7 @@ BatchSparseEncoding = tuple[list[list[int]], list[list[float]]]
 # Same shape as llama-index-vector-stores-qdrant's SparseEncoderCallable.
 SparseEncoderCallable = Callable[[list[str]], BatchSparseEncoding]
 # texts -> per text, the vectors of its sentence windows (embeddings.SentenceWindowEncoder).
-WindowEncoderCallable = Callable[[list[str]], list[list[list[float]]]]
+WindowEncoderCallable = Callable[[list[str]], list[Sequence[Sequence[float]]]]
 WINDOW_VECTOR_NAME = "text-windows"
 # (dense_result, sparse_result, *, alpha, top_k) -> fused result, as in QdrantVectorStore.
 HybridFusionCallable = Callable[..., VectorStoreQueryResult]
@@ -401,8 +401,9 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
                 sparse = self._sparse_doc_fn(
                     [n.get_content(metadata_mode=MetadataMode.EMBED) for n in batch]
                 )
-            windows: list[list[list[float]]] | None = None
-            if windowed and self._window_doc_fn is not None:
+            windows = None
+            if windowed:
+                assert self._window_doc_fn is not None  # checked above
                 windows = self._window_doc_fn(
                     [n.get_content(metadata_mode=MetadataMode.NONE) for n in batch]
                 )
@@ -414,7 +415,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
                 vector: dict[str, Any] = {self.config.dense_vector_name: _floats(emb)}
                 if sparse is not None:
                     vector[self.config.sparse_vector_name] = _sparse(sparse[0][i], sparse[1][i])
-                if windows is not None and windowed:
+                if windowed and windows is not None:
                     if not windows[i] or any(len(w) != dim for w in windows[i]):
                         raise ValueError(f"node {node.node_id}: window vectors must be {dim}-d")
                     vector[windowed] = [_floats(w) for w in windows[i]]
@@ -806,7 +807,9 @@ def edge_bm25_encoders(
 
 # --------------------------------------------------------------------------------- helpers
 def _floats(v: Any) -> list[float]:
-    return v if isinstance(v, list) else [float(x) for x in v]
+    if isinstance(v, list):
+        return v
+    return v.tolist() if hasattr(v, "tolist") else [float(x) for x in v]
 
 
 def _sparse(indices: Any, values: Any) -> Any:
