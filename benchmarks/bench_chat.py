@@ -9,8 +9,9 @@ Three phases on an ingested library (``litrag ingest`` into ``--home`` first; e.
    ``--queries`` questions spread over the books, in process; p50/p95 of the whole retrieve
    (query embedding + store query + fusion) and of its parts.
 2. llm: the packaged local model on llama.cpp (``--local-llm``, or ``LITRAG_LLM_URL``) answering
-   ``--llm-questions`` questions with five retrieved blocks: time to first token and decode
-   tokens/s (one streamed delta = one token, as llama.cpp's server sends them).
+   ``--llm-questions`` questions with the retrieved blocks as ``litrag ask`` gives them (for the
+   local model, question-focused excerpts; ``--focus-words 0`` for whole blocks): time to first
+   token and decode tokens/s (one streamed delta = one token, as llama.cpp's server sends them).
 3. ui: ``litrag chat`` in its own process with the local LLM, asked ``--ui-questions`` questions
    through gradio_client; peak RSS of the UI process and of it plus its llama.cpp server
    (target: under 3 GB), sampled every 0.1 s.
@@ -140,12 +141,16 @@ def bench_retrieval(home: Path, n: int) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- 2. llm
-def bench_llm(home: Path, n: int, local_llm: str | None, max_tokens: int) -> dict[str, Any]:
+def bench_llm(
+    home: Path, n: int, local_llm: str | None, max_tokens: int, focus: int | None = None
+) -> dict[str, Any]:
     from litrag.config import Settings, build_answer_llm, build_embed_model, build_query_engine
 
     s = Settings(home=home)
     if local_llm:
         s.local_llm = local_llm
+    if focus is not None:
+        s.focus_words = focus
     books = loaded(home)
     t0 = time.perf_counter()
     answer_llm = build_answer_llm(s, max_tokens=max_tokens)
@@ -158,7 +163,7 @@ def bench_llm(home: Path, n: int, local_llm: str | None, max_tokens: int) -> dic
         llm_description=answer_llm.description,
         embed_model=embed,
     )
-    ttft, rates, tokens, errors = [], [], [], []
+    ttft, rates, tokens, errors, chars = [], [], [], [], []
     try:
         for book, q in questions_for(books, n):
             engine.retriever.select(book)
@@ -172,6 +177,7 @@ def bench_llm(home: Path, n: int, local_llm: str | None, max_tokens: int) -> dic
                 last = now
                 count += 1
             answer = stream.answer()
+            chars.append(sum(len(x.excerpt or x.text) for x in answer.sources))
             if answer.error:
                 errors.append(answer.error)
             if first is None:
@@ -186,6 +192,8 @@ def bench_llm(home: Path, n: int, local_llm: str | None, max_tokens: int) -> dic
     return {
         "phase": "llm",
         "llm": answer_llm.description,
+        "passages": engine.describe(),
+        "passage_chars_mean": round(statistics.fmean(chars)) if chars else None,
         "server_start_s": round(start_s, 2),
         "questions": n,
         "answered": len(ttft),
@@ -291,6 +299,12 @@ def main(argv: list[str] | None = None) -> None:
         "--local-llm", help="packaged model (default: LITRAG_LOCAL_LLM or qwen2.5-1.5b)"
     )
     ap.add_argument("--max-tokens", type=int, default=128, help="answer length cap (llm phase)")
+    ap.add_argument(
+        "--focus-words",
+        type=int,
+        default=None,
+        help="words of each passage the LLM reads (0: whole passages; default: litrag's)",
+    )
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per UI question")
     ap.add_argument("--skip", default="", help="comma list of phases to skip: retrieval,llm,ui")
     args = ap.parse_args(argv)
@@ -301,7 +315,9 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(bench_retrieval(home, args.queries))
         print(json.dumps(rows[-1]), flush=True)
     if "llm" not in skip:
-        rows.append(bench_llm(home, args.llm_questions, args.local_llm, args.max_tokens))
+        rows.append(
+            bench_llm(home, args.llm_questions, args.local_llm, args.max_tokens, args.focus_words)
+        )
         print(json.dumps(rows[-1]), flush=True)
     if "ui" not in skip:
         rows.append(bench_ui(home, args.ui_questions, args.local_llm, args.timeout))

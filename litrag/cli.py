@@ -355,7 +355,7 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     """`litrag eval answers`: answer a question set, score it (and judge it), reports into --out."""
     import shlex
 
-    from litrag.config import Settings, build_answer_llm
+    from litrag.config import Settings, build_answer_llm, focus_words
     from litrag.eval.answer_metrics import AnswerScorer
     from litrag.eval.answer_report import markdown, write_reports
     from litrag.eval.answers import (
@@ -394,7 +394,10 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
         if args.top_k:
             retrieval.top_k = args.top_k
         order = args.passage_order or s.passage_order
-        generator = Generator(answer_tokens=args.answer_tokens, passage_order=order)
+        words = focus_words(s) if args.focus_words is None else max(args.focus_words, 0)
+        generator = Generator(
+            answer_tokens=args.answer_tokens, passage_order=order, focus_words=words
+        )
         if not args.no_llm:
             if not s.llm_url:
                 say(f"starting the local LLM ({s.local_llm}) ...")
@@ -792,6 +795,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="passages in the prompt by retrieval score or in reading order (default: "
         "$LITRAG_PASSAGE_ORDER, else the engine's default)",
+    )
+    ea.add_argument(
+        "--focus-words",
+        type=int,
+        default=None,
+        help="words of each passage the LLM reads (0: whole passages; default as `litrag ask`: "
+        "$LITRAG_FOCUS_WORDS, else 110 for the local model, whole for a server)",
     )
     ea.add_argument("--judge", choices=["local"], help="judge with the packaged local LLM")
     ea.add_argument("--judge-url", help="judge LLM: an OpenAI-compatible endpoint")

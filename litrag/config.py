@@ -8,7 +8,8 @@ Answering: ``LITRAG_LOCAL_LLM`` (the packaged model started when no URL is set),
 ``LITRAG_MODELS`` (its folder), ``LITRAG_LLM_TIMEOUT`` (seconds), ``LITRAG_LLM_CONTEXT`` (tokens),
 ``LITRAG_RETRIEVAL`` (preset, with ``LITRAG_RETRIEVAL_<FIELD>`` overrides; see
 ``litrag.query.retriever``), ``LITRAG_PASSAGE_ORDER`` (``score`` or ``story``: the order of the
-passages in the answer prompt).
+passages in the answer prompt), ``LITRAG_FOCUS_WORDS`` (words of each passage the LLM reads;
+``0``: whole passages; default: 110 for the packaged local model, whole for a server).
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ class Settings:
     passage_order: str = field(
         default_factory=lambda: os.environ.get("LITRAG_PASSAGE_ORDER") or _default_order()
     )
+    focus_words: int | None = field(
+        default_factory=lambda: (
+            int(os.environ["LITRAG_FOCUS_WORDS"]) if os.environ.get("LITRAG_FOCUS_WORDS") else None
+        )
+    )  # words of each passage the LLM reads (0: whole); None: see focus_words()
     local_llm: str = field(
         default_factory=lambda: os.environ.get("LITRAG_LOCAL_LLM", "qwen2.5-1.5b")
     )
@@ -66,6 +72,21 @@ def _default_order() -> str:
     from litrag.query.answer import DEFAULT_PASSAGE_ORDER
 
     return DEFAULT_PASSAGE_ORDER
+
+
+DEFAULT_FOCUS_WORDS = 110
+
+
+def focus_words(s: Settings) -> int:
+    """Words per passage the answering LLM reads; 0 means whole passages.
+
+    Default: focused excerpts for the packaged local model (a 1.5B model reading on two cores:
+    shorter prompts are faster and it answers more questions right), whole passages for a
+    configured server (a large model with a long context reads whole scenes well).
+    """
+    if s.focus_words is not None:
+        return max(s.focus_words, 0)
+    return 0 if s.llm_url else DEFAULT_FOCUS_WORDS
 
 
 def build_embed_model(s: Settings) -> Any:
@@ -199,6 +220,7 @@ def build_query_engine(
     """
     from litrag.ingestion.library import Library
     from litrag.query.answer import BookQueryEngine
+    from litrag.query.focus import PassageFocus
     from litrag.query.retriever import BookRetriever, RetrievalSettings, check_books, loaded_books
     from litrag.query.stores import make_vector_store
 
@@ -208,6 +230,9 @@ def build_query_engine(
     if store is None:
         store = make_vector_store(s.home, s.collection, url=s.qdrant_url, api_key=s.qdrant_api_key)
     if embed_model is None and settings.mode != "sparse":
+        embed_model = build_embed_model(s)
+    words = focus_words(s)
+    if words and embed_model is None:
         embed_model = build_embed_model(s)
     retriever = BookRetriever(
         store,
@@ -225,4 +250,5 @@ def build_query_engine(
         streaming=streaming,
         answered_by=llm_description,
         passage_order=s.passage_order,  # type: ignore[arg-type]
+        focus=PassageFocus(embed_model, max_words=words) if words else None,
     )

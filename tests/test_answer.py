@@ -20,7 +20,14 @@ from llama_index.core.base.llms.types import MessageRole
 from scripted_llm import ScriptedLLM
 from test_retriever import ALICE, WILD, ingested_shelf
 
-from litrag.config import Settings, build_embed_model, build_query_engine, thinking_off
+from litrag.config import (
+    DEFAULT_FOCUS_WORDS,
+    Settings,
+    build_embed_model,
+    build_query_engine,
+    focus_words,
+    thinking_off,
+)
 from litrag.local_llm import openai_like
 from litrag.query.answer import (
     EXTRACTIVE_LABEL,
@@ -31,7 +38,9 @@ from litrag.query.answer import (
     BookQueryEngine,
     estimate_tokens,
     fit_to_context,
+    format_chunk,
 )
+from litrag.query.focus import GAP
 from litrag.query.retriever import RetrievalSettings
 
 FATHER = "What kind of dog was Buck's father?"  # The Call of the Wild, chapter I
@@ -101,8 +110,15 @@ def test_prompt_is_the_papers_layout(engine_for):
     # the question comes again after the references, nearest to where the answer starts
     assert user.content.endswith(f"\n\nQuestion: {FATHER}\nAnswer:")
     first = nodes[0].node
-    assert f"[{first.metadata['chapter_title']} - {first.metadata['subtitle']}]" in user.content
+    # an offline (keyword) subtitle stays out of the prompt; an LLM-written one goes in
+    assert first.metadata["segmenter"] == "offline"
+    assert f"Chunk: [{first.metadata['chapter_title']}]\n" in user.content
+    assert first.metadata["subtitle"] not in user.content
     assert first.get_content() in user.content
+    written = nodes[0].model_copy(deep=True)
+    written.node.metadata.update(segmenter="litseg-lite", subtitle="Buck's parents")
+    head = f"Chunk: [{first.metadata['chapter_title']} - Buck's parents]\n"
+    assert format_chunk(written).startswith(head)
 
 
 def test_blocks_that_do_not_fit_are_neither_sent_nor_cited(engine_for):
@@ -127,10 +143,42 @@ def test_story_order_sends_the_same_blocks_in_reading_order(engine_for):
     assert {s.node_id for s in answer.sources} == {n.node.node_id for n in scored}
     assert [s.node_id for s in answer.sources] != [n.node.node_id for n in scored]  # reordered
     prompt = llm.requests[0][-1].content
-    starts = [prompt.index(s.text[:80]) for s in answer.sources]
+    starts = [prompt.index((s.excerpt or s.text)[:80]) for s in answer.sources]
     assert starts == sorted(starts)  # the prompt lists them in the cited order
     with pytest.raises(ValueError, match="passage_order"):
         BookQueryEngine(engine.retriever, passage_order="random")  # type: ignore[arg-type]
+
+
+def test_focused_prompt_reads_excerpts_and_cites_whole_blocks(engine_for, home):
+    question = "Who sold Buck to the stranger at the flag station?"
+    llm = ScriptedLLM(["Manuel.", "Manuel."])
+    engine = engine_for(WILD, llm=llm)
+    assert engine.focus is not None  # the packaged local model's default
+    engine.streaming = False
+    answer = AnswerStream.from_response(engine.query(question)).answer()
+    assert "question-focused excerpts" in answer.retrieval
+    prompt = llm.requests[0][-1].content
+    for src in answer.sources:
+        assert src.excerpt and src.excerpt in prompt
+        kept = src.excerpt.replace(GAP, " ").split()
+        assert len(kept) < len(src.text.split())  # a cut, not the block
+        assert " ".join(kept) in " ".join(src.text.split()) or GAP in src.excerpt
+    left_out = [s for s in answer.sources if GAP in (s.excerpt or "")]
+    assert left_out
+    # the whole-passage prompt (focus off) is longer and cites the same first block
+    whole = engine_for(WILD, llm=llm)
+    whole.focus, whole.streaming = None, False
+    plain = AnswerStream.from_response(whole.query(question)).answer()
+    assert all(s.excerpt is None for s in plain.sources)
+    assert len(llm.requests[1][-1].content) > len(prompt) / len(answer.sources) * len(plain.sources)
+    assert plain.sources[0].node_id == answer.sources[0].node_id
+
+
+def test_focus_defaults_follow_the_llm():
+    assert focus_words(Settings(llm_url=None)) == DEFAULT_FOCUS_WORDS
+    assert focus_words(Settings(llm_url="http://gpu:8000/v1")) == 0
+    assert focus_words(Settings(llm_url="http://gpu:8000/v1", focus_words=80)) == 80
+    assert focus_words(Settings(llm_url=None, focus_words=0)) == 0
 
 
 def test_extractive_answer_without_llm(engine_for):

@@ -280,6 +280,9 @@ def test_streams_a_cited_answer_from_the_local_llm(app, llama_server):
     real = {n.node_id for n in app.service.store.get_nodes() if n.metadata["book_id"] == WILD}
     assert len(answer["sources"]) == 5 and {s["node_id"] for s in answer["sources"]} <= real
     assert "[1] The Call of the Wild" in sources
+    # the packaged-model default reads focused excerpts; the panel bolds what it read
+    assert all(s["excerpt"] and s["excerpt"] != s["text"] for s in answer["sources"])
+    assert "question-focused excerpts" in answer["retrieval"] and "**" in sources
     assert follow[4]["question"] == "Who was his mother?" and follow[4]["sources"]
 
 

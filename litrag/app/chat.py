@@ -26,6 +26,8 @@ import gradio as gr
 
 from litrag.app.service import ChatService, Turn
 from litrag.query.answer import Answer, Source
+from litrag.query.focus import GAP
+from litrag.segment.sentences import split_sentences
 
 # System fonts only: the default theme fetches web fonts, and this app must work offline.
 THEME = gr.themes.Soft(
@@ -47,8 +49,16 @@ def _esc(text: str) -> str:
     return re.sub(r"([*_`#\[\]])", r"\\\1", html.escape(text, quote=False))
 
 
+def read_parts(src: Source) -> list[str]:
+    """The sentences the LLM read of a focused source (none when it read it whole)."""
+    if not src.excerpt:
+        return []
+    return [s.flat for part in src.excerpt.split(GAP) for s in split_sentences(part)]
+
+
 def render_passage(src: Source, evidence: Sequence[str] = ()) -> str:
-    """The passage, cut to ``PASSAGE_CHARS``; extractive evidence sentences in bold."""
+    """The passage, cut to ``PASSAGE_CHARS``; ``evidence`` (the sentences an extractive answer
+    quotes, or those a focused LLM read) in bold."""
     text = " ".join(src.text.split())
     if len(text) > PASSAGE_CHARS:
         text = text[:PASSAGE_CHARS].rsplit(" ", 1)[0] + " …"
@@ -72,9 +82,8 @@ def render_sources(answer: Answer | None) -> str:
             f"**[{src.rank}] {_esc(src.book_title)}** · {_esc(src.chapter_title)} "
             f"(ch. {src.chapter_index}) · sentences {src.sentence_from}–{src.sentence_to}"
         )
-        parts.append(
-            f"{head}  \n*{_esc(src.subtitle)}*\n\n> {render_passage(src, answer.evidence)}"
-        )
+        bold = answer.evidence or read_parts(src)
+        parts.append(f"{head}  \n*{_esc(src.subtitle)}*\n\n> {render_passage(src, bold)}")
     return "\n\n".join(parts)
 
 

@@ -96,7 +96,8 @@ def markdown(run: AnswerRun, command: str | None = None) -> str:
         f"{len(run.rows)} questions; dropped: {', '.join(run.dropped) or 'none'}.",
         f"Passages: {cfg['source']}; retrieval {cfg['retrieval']}.",
         f"Answers: {cfg['llm']} (answer cap {cfg['answer_tokens']} tokens, passages in "
-        f"{cfg.get('passage_order', 'score')} order); "
+        f"{cfg.get('passage_order', 'score')} order, "
+        f"{_read(cfg.get('focus_words', 0))}); "
         f"judge: {cfg['judge'] or 'none'}.",
         "Means over questions (a metric's missing values are left out); 'evidence@k': share of "
         "questions whose gold span is inside the retrieved passages (GutenQA only).",
@@ -141,3 +142,7 @@ def write_reports(run: AnswerRun, out: Path, command: str | None = None) -> dict
     data["command"] = command
     paths["json"].write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
     return paths
+
+
+def _read(words: int) -> str:
+    return f"the LLM reads <= {words} words of each" if words else "read whole"

@@ -394,6 +394,7 @@ class Generator:
     identity: str = "extractive (no LLM)"
     answer_tokens: int = 256
     passage_order: str = "score"
+    focus_words: int = 0  # words of each passage the LLM reads; 0: whole passages
 
 
 def prompt_fingerprint(engine: Any) -> str:
@@ -406,6 +407,9 @@ def prompt_fingerprint(engine: Any) -> str:
     order = getattr(engine, "passage_order", "score")
     if order != "score":  # the passages go in another order: another prompt
         texts.append(f"passage order: {order}")
+    focus = getattr(engine, "focus", None)
+    if focus is not None:  # the LLM reads excerpts: another prompt
+        texts.append(focus.describe())
     return hashlib.sha256("\n\x00".join(texts).encode()).hexdigest()[:16]
 
 
@@ -480,6 +484,7 @@ def _engine(
 ) -> Any:
     """A ``BookQueryEngine`` for ``book``: over the harness index, or the library's store."""
     from litrag.query.answer import BookQueryEngine
+    from litrag.query.focus import PassageFocus
     from litrag.query.retriever import BookRetriever
 
     if index is not None:
@@ -498,6 +503,11 @@ def _engine(
             answer_tokens=gen.answer_tokens,
             answered_by=gen.identity,
             passage_order=gen.passage_order,  # type: ignore[arg-type]
+            focus=(
+                PassageFocus(index.embed_model, max_words=gen.focus_words)
+                if gen.focus_words and gen.llm is not None
+                else None
+            ),
         )
     from litrag.config import build_query_engine
 
@@ -512,6 +522,12 @@ def _engine(
     )
     engine.answer_tokens = gen.answer_tokens
     engine.passage_order = gen.passage_order
+    embed = engine.retriever.embed_model
+    engine.focus = (
+        PassageFocus(embed, max_words=gen.focus_words)
+        if gen.focus_words and gen.llm is not None and embed is not None
+        else None
+    )
     return engine
 
 
@@ -656,6 +672,7 @@ def evaluate_answers(
         "llm": gen.identity,
         "answer_tokens": gen.answer_tokens,
         "passage_order": gen.passage_order,
+        "focus_words": gen.focus_words,
         "judge": judge.identity if judge is not None else None,
         "judge_retries": judge.max_retries if judge is not None else None,
     }

@@ -7,6 +7,8 @@ rather than a few thousand tokens back (it made the packaged 1.5B model answer m
 the Wild acceptance questions correctly, from the same retrieved blocks).
 Every answer carries its sources: exactly the blocks that were in the prompt, in prompt order
 (blocks that did not fit the model's context are dropped *before* the call, so never cited).
+With a ``PassageFocus`` the prompt holds each block's question-focused excerpt instead of the
+whole block (the default for the small local model; ``Source.excerpt`` says what it read).
 
 Failures of the LLM (unreachable, timed out before or during the stream, an HTTP error) do not
 raise: the answer keeps its sources and the partial text, and ``error`` says what happened in one
@@ -38,6 +40,7 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from litrag.query.bm25 import BM25Index
+from litrag.query.focus import PassageFocus
 from litrag.query.retriever import BookRetriever
 from litrag.segment.parser import CONTEXT_JOIN
 from litrag.segment.sentences import split_sentences
@@ -96,10 +99,15 @@ class Source(BaseModel):
     subtitle: str = Field(description="The block's subtitle.")
     sentence_from: int = Field(description="First sentence of the block (1-based, in chapter).")
     sentence_to: int = Field(description="Last sentence of the block (inclusive).")
-    text: str = Field(description="The passage, with its context sentences, as the LLM saw it.")
+    text: str = Field(description="The passage, with its context sentences.")
+    excerpt: str | None = Field(
+        default=None,
+        description="What the LLM read of the passage when the engine focuses passages on the "
+        "question ('[...]' marks left-out sentences); None: it read the whole passage.",
+    )
 
     @classmethod
-    def from_node(cls, rank: int, nws: NodeWithScore) -> Source:
+    def from_node(cls, rank: int, nws: NodeWithScore, excerpt: str | None = None) -> Source:
         m = nws.node.metadata
         return cls(
             rank=rank,
@@ -113,6 +121,7 @@ class Source(BaseModel):
             sentence_from=int(m.get("sentence_from", 0)),
             sentence_to=int(m.get("sentence_to", 0)),
             text=passage(nws),
+            excerpt=excerpt,
         )
 
     def citation(self) -> str:
@@ -261,9 +270,16 @@ def passage(nws: NodeWithScore) -> str:
 
 
 def format_chunk(nws: NodeWithScore, text: str | None = None) -> str:
-    """One "Chunk:" of the references: the chapter and subtitle on a line, then the passage."""
+    """One "Chunk:" of the references: a heading line, then the passage (or ``text``).
+
+    The heading is the chapter and, when an LLM wrote it, the block's subtitle. The offline
+    segmenter's subtitles are salient-term lists ("Yeehats, Dog: wolves, pack, hunters"): useful
+    to a reader scanning citations, but a small model copies their words into answers, so the
+    prompt leaves them out.
+    """
     m = nws.node.metadata
-    head = " - ".join(str(x) for x in (m.get("chapter_title"), m.get("subtitle")) if x)
+    subtitle = m.get("subtitle") if m.get("segmenter") != "offline" else None
+    head = " - ".join(str(x) for x in (m.get("chapter_title"), subtitle) if x)
     body = passage(nws) if text is None else text
     return CHUNK_TEMPLATE.format(doc=f"[{head}]\n{body}" if head else body)
 
@@ -273,17 +289,18 @@ def estimate_tokens(text: str) -> int:
 
 
 def fit_to_context(
-    nodes: Sequence[NodeWithScore], budget_tokens: int
+    nodes: Sequence[NodeWithScore], budget_tokens: int, texts: Sequence[str] | None = None
 ) -> list[tuple[NodeWithScore, str]]:
     """Blocks (best first) with their chunk text, as many as fit ``budget_tokens``.
 
-    The first block is always kept (cut if it alone is too long); later ones that do not fit are
-    dropped, so the sources are exactly what the LLM read.
+    ``texts`` replaces each block's passage in its chunk (focused excerpts). The first block is
+    always kept (cut if it alone is too long); later ones that do not fit are dropped, so the
+    sources are exactly what the LLM read.
     """
     out: list[tuple[NodeWithScore, str]] = []
     used = 0
-    for nws in nodes:
-        chunk = format_chunk(nws)
+    for i, nws in enumerate(nodes):
+        chunk = format_chunk(nws, None if texts is None else texts[i])
         cost = estimate_tokens(chunk) + 2
         if used + cost > budget_tokens:
             if out:
@@ -409,6 +426,7 @@ class BookQueryEngine(BaseQueryEngine):
         answer_tokens: int = 256,
         answered_by: str | None = None,
         passage_order: PassageOrder = DEFAULT_PASSAGE_ORDER,
+        focus: PassageFocus | None = None,
         callback_manager: CallbackManager | None = None,
     ) -> None:
         super().__init__(callback_manager=callback_manager)
@@ -420,6 +438,7 @@ class BookQueryEngine(BaseQueryEngine):
         self.streaming = streaming
         self.answer_tokens = answer_tokens
         self.passage_order = passage_order
+        self.focus = focus
         self.answered_by = answered_by or llm_name(llm)
 
     # PromptMixin: lets `engine.update_prompts({"qa_prompt": ...})` swap the prompt.
@@ -439,6 +458,12 @@ class BookQueryEngine(BaseQueryEngine):
     @property
     def title(self) -> str:
         return "; ".join(self.retriever.titles)
+
+    def describe(self) -> str:
+        """How passages are found and what of them the LLM reads."""
+        if self.focus is None or self.llm is None:
+            return self.retriever.describe()
+        return f"{self.retriever.describe()}; {self.focus.describe()}"
 
     def messages(self, question: str, chunks: Sequence[str]) -> list[ChatMessage]:
         """The chat sent to the LLM for ``question`` and these formatted chunks."""
@@ -462,7 +487,7 @@ class BookQueryEngine(BaseQueryEngine):
             sources=[],
             mode="llm",
             answered_by=self.answered_by,
-            retrieval=self.retriever.describe(),
+            retrieval=self.describe(),
             book_ids=list(self.retriever.book_ids),
             upto_chapter=self.retriever.upto_chapter,
         )
@@ -480,11 +505,19 @@ class BookQueryEngine(BaseQueryEngine):
             run.sources = [Source.from_node(1, top)]
             run.text, run.evidence = extractive_answer(question, top)
             return self._respond(run, [top], meta)
-        fitted = fit_to_context(nodes, self._budget())  # the best blocks that fit
+        excerpts: dict[str, str] = {}
+        if self.focus is not None:
+            cut = self.focus(question, [passage(n) for n in nodes])
+            excerpts = {n.node.node_id: e.text for n, e in zip(nodes, cut, strict=True)}
+        texts = [excerpts[n.node.node_id] for n in nodes] if excerpts else None
+        fitted = fit_to_context(nodes, self._budget(), texts)  # the best blocks that fit
         if self.passage_order == "story":
             fitted = in_story_order(fitted)
         used = [n for n, _ in fitted]
-        run.sources = [Source.from_node(i, n) for i, n in enumerate(used, start=1)]
+        run.sources = [
+            Source.from_node(i, n, excerpts.get(n.node.node_id))
+            for i, n in enumerate(used, start=1)
+        ]
         messages = self.messages(question, [c for _, c in fitted])
         if self.streaming:
             pieces = self._guarded(lambda: llm.stream_chat(messages), run)
