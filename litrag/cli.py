@@ -402,7 +402,9 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
             if not s.llm_url:
                 say(f"starting the local LLM ({s.local_llm}) ...")
             answer_llm = build_answer_llm(s, max_tokens=args.answer_tokens)
-            generator = Generator(answer_llm.llm, answer_llm.description, args.answer_tokens, order)
+            generator = Generator(
+                answer_llm.llm, answer_llm.description, args.answer_tokens, order, words
+            )
         judge, judge_closer = build_judge(
             s,
             local=args.judge == "local",
