@@ -505,11 +505,13 @@ class BookQueryEngine(BaseQueryEngine):
             run.sources = [Source.from_node(1, top)]
             run.text, run.evidence = extractive_answer(question, top)
             return self._respond(run, [top], meta)
-        excerpts: dict[str, str] = {}
+        texts: list[str] | None = None
+        excerpts: dict[str, str] = {}  # node id -> excerpt, for the blocks that were cut
         if self.focus is not None:
             cut = self.focus(question, [passage(n) for n in nodes])
-            excerpts = {n.node.node_id: e.text for n, e in zip(nodes, cut, strict=True)}
-        texts = [excerpts[n.node.node_id] for n in nodes] if excerpts else None
+            texts = [e.text for e in cut]
+            pairs = zip(nodes, cut, strict=True)
+            excerpts = {n.node.node_id: e.text for n, e in pairs if not e.is_whole}
         fitted = fit_to_context(nodes, self._budget(), texts)  # the best blocks that fit
         if self.passage_order == "story":
             fitted = in_story_order(fitted)
