@@ -404,6 +404,7 @@ def prompt_fingerprint(engine: Any) -> str:
     if engine.llm is None:
         return "extractive:" + hashlib.sha256(EXTRACTIVE_LABEL.encode()).hexdigest()[:12]
     texts = [m.content or "" for m in engine.qa_prompt.message_templates]
+    texts.append("chunk heading: chapter, and the subtitle only when an LLM wrote it")
     order = getattr(engine, "passage_order", "score")
     if order != "score":  # the passages go in another order: another prompt
         texts.append(f"passage order: {order}")
