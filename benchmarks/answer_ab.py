@@ -46,17 +46,20 @@ def main() -> int:
     with build_answer_llm(s) as answer_llm:
         for words in (int(w) for w in args.focus_words.split(",")):
             s.focus_words = words
+            engines: dict[str, Any] = {}  # one engine per book for this setting
             for it in items:
-                engine = build_query_engine(
-                    s,
-                    it["book"],
-                    llm=answer_llm.llm,
-                    retrieval=retrieval,
-                    store=store,
-                    embed_model=embed,
-                    streaming=False,
-                )
-                store = engine.retriever.vector_store
+                engine = engines.get(it["book"])
+                if engine is None:
+                    engine = engines[it["book"]] = build_query_engine(
+                        s,
+                        it["book"],
+                        llm=answer_llm.llm,
+                        retrieval=retrieval,
+                        store=store,
+                        embed_model=embed,
+                        streaming=False,
+                    )
+                    store = engine.retriever.vector_store
                 t0 = time.perf_counter()
                 response = engine.query(QueryBundle(it["question"]))
                 secs = time.perf_counter() - t0

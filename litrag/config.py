@@ -229,10 +229,8 @@ def build_query_engine(
     settings = retrieval or RetrievalSettings.from_env(s.retrieval)
     if store is None:
         store = make_vector_store(s.home, s.collection, url=s.qdrant_url, api_key=s.qdrant_api_key)
-    if embed_model is None and settings.mode != "sparse":
-        embed_model = build_embed_model(s)
     words = focus_words(s)
-    if words and embed_model is None:
+    if embed_model is None and (settings.mode != "sparse" or words):  # focus embeds too
         embed_model = build_embed_model(s)
     retriever = BookRetriever(
         store,
