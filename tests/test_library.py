@@ -241,3 +241,13 @@ def test_library_searches_blocks_by_their_sentence_windows(clean):
     assert res.similarities[0] == pytest.approx(float(cos.max()), abs=1e-3)
     whole = np.array(block.embedding)  # the block's one (mean-pooled) vector scores lower
     assert float(whole @ qv / (np.linalg.norm(whole) * np.linalg.norm(qv))) < cos.max() - 0.01
+
+
+def test_ingest_shows_one_progress_bar_per_book_in_chapters(shelf, tmp_path):
+    proc = cli(tmp_path / "home", "ingest", str(shelf / "alice.txt"))
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    bars = [line for line in err.replace("\r", "\n").splitlines() if "chapter" in line and "|" in line]
+    assert bars and all(line.lstrip().startswith("pg11:") for line in bars), err
+    assert any("2/2" in line for line in bars), err
+    assert "Applying transformations" not in err  # the pipeline's per-batch bars stay off

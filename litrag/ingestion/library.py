@@ -32,6 +32,7 @@ from llama_index.core.vector_stores.types import (
     MetadataFilter,
     MetadataFilters,
 )
+from tqdm.auto import tqdm
 
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import DEFAULT_MAX_BYTES, BookLoadError, iter_book_files, load_book
@@ -238,16 +239,23 @@ class Library:
             docstore_strategy=DocstoreStrategy.UPSERTS,
             cache=self.cache,
         )
+        # One bar per book, in chapters: the pipeline's own bars would count its two
+        # transformations once per batch.
+        bar = tqdm(
+            total=len(docs), desc=f"  {book.book_id}", unit="chapter", disable=not show_progress
+        )
         try:
             for start in range(0, len(docs), self.batch_chapters):
                 batch = docs[start : start + self.batch_chapters]
                 t_run = time.perf_counter()
                 before = timer.get("segment") + timer.get("embed")
-                pipeline.run(documents=batch, show_progress=show_progress)
+                pipeline.run(documents=batch, show_progress=False)
                 inner = timer.get("segment") + timer.get("embed") - before
                 timer.add("store", time.perf_counter() - t_run - inner)
                 self._persist_state()  # a kill after this line loses nothing of this batch
+                bar.update(len(batch))
         finally:
+            bar.close()
             for component in (self.parser, self.embed_model):
                 component.callback_manager.remove_handler(timer)
         record.nodes = self._count_nodes(book.book_id)
