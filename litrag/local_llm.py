@@ -246,9 +246,14 @@ class LlamaServer:
         log_path: str | os.PathLike[str] | None = None,
         startup_timeout: float = 180.0,
         stop_grace: float = 10.0,
+        use_mmap: bool = False,
         extra_args: Sequence[str] = (),
     ) -> None:
         self.model_path = Path(model_path)
+        # llama.cpp repacks most quantised weights into a CPU-friendly copy as it loads them.
+        # With the file mapped, the original pages stay resident beside that copy: the 1.5B
+        # model's server measured 1.98 GiB RSS mapped, 1.37 GiB read in, with the same prefill.
+        self.use_mmap = use_mmap
         self.n_ctx = n_ctx
         self.n_threads = n_threads or _default_threads()
         self.host = host
@@ -312,6 +317,7 @@ class LlamaServer:
             "--n_threads", str(self.n_threads),
             "--host", self.host,
             "--port", str(self.port),
+            "--use_mmap", str(self.use_mmap),
             *self.extra_args,
         ]  # fmt: skip
         t0 = time.monotonic()

@@ -255,6 +255,16 @@ def test_server_is_stopped_on_exit(tmp_path: Path) -> None:
     assert "litrag.llama_child" in (tmp_path / "s.log").read_text()
 
 
+@pytest.mark.llm
+@pytest.mark.parametrize("use_mmap", [False, True])
+def test_model_file_is_read_in_unless_mapping_is_asked_for(tmp_path: Path, use_mmap: bool) -> None:
+    model = smollm2_path()
+    with LlamaServer(model, n_ctx=512, log_path=tmp_path / "s.log", use_mmap=use_mmap) as server:
+        assert server._proc is not None
+        maps = Path(f"/proc/{server._proc.pid}/maps").read_text()
+    assert (str(model.resolve()) in maps) is use_mmap
+
+
 ORPHAN_PARENT = """
 import sys, time
 from litrag.local_llm import LlamaServer, smollm2_path
