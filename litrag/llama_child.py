@@ -1,7 +1,7 @@
 """Run llama.cpp's OpenAI-compatible server as a child that exits when its parent is gone.
 
 ``LlamaServer`` stops the server on a clean exit (``atexit``), but a parent killed by SIGTERM or
-SIGKILL runs no exit handlers, and the orphan would keep its ~2 GB and both cores. Linux's
+SIGKILL runs no exit handlers, and the orphan would keep its 1.4 GB or more and both cores. Linux's
 ``PR_SET_PDEATHSIG`` fires when the *thread* that forked exits (the chat app starts the model
 from a worker thread), so this watches the parent process id instead.
 
