@@ -247,7 +247,8 @@ def test_ingest_shows_one_progress_bar_per_book_in_chapters(shelf, tmp_path):
     proc = cli(tmp_path / "home", "ingest", str(shelf / "alice.txt"))
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
-    bars = [line for line in err.replace("\r", "\n").splitlines() if "chapter" in line and "|" in line]
+    lines = err.replace("\r", "\n").splitlines()
+    bars = [line for line in lines if "chapter" in line and "|" in line]
     assert bars and all(line.lstrip().startswith("pg11:") for line in bars), err
     assert any("2/2" in line for line in bars), err
     assert "Applying transformations" not in err  # the pipeline's per-batch bars stay off
