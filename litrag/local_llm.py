@@ -252,7 +252,7 @@ class LlamaServer:
         self.model_path = Path(model_path)
         # llama.cpp repacks most quantised weights into a CPU-friendly copy as it loads them.
         # With the file mapped, the original pages stay resident beside that copy: the 1.5B
-        # model's server measured 1.98 GiB RSS mapped, 1.37 GiB read in, with the same prefill.
+        # model measured 1.89 GiB RSS mapped, 1.31 GiB read in, prefilling no slower.
         self.use_mmap = use_mmap
         self.n_ctx = n_ctx
         self.n_threads = n_threads or _default_threads()
