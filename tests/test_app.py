@@ -327,9 +327,12 @@ def test_cli_works_while_the_ui_holds_the_library(app, tmp_path):
     assert ALICE in {r.book_id for r in app.service.books()}
 
 
-def test_first_start_ingests_the_bundled_book_and_cleans_up(books_dir, tmp_path, monkeypatch):
+def test_first_start_ingests_the_bundled_book_and_cleans_up(
+    books_dir, tmp_path, monkeypatch, capsys
+):
     """`litrag chat` on an empty library: the bundled book (here its first chapter, for time)
-    is ingested offline, the UI serves it, ``ui.json`` names the UI and is gone after it."""
+    is ingested offline with a progress bar, the UI serves it, ``ui.json`` names the UI and is
+    gone after it."""
     from litrag.app import serve
 
     short = short_book(
@@ -362,3 +365,5 @@ def test_first_start_ingests_the_bundled_book_and_cleans_up(books_dir, tmp_path,
         stop.set()
         thread.join(120)
     assert status["rc"] == 0 and not (home / "ui.json").exists()
+    err = capsys.readouterr().err
+    assert f"{WILD}: 100%" in err and "1/1" in err  # the wait for the first ingest is visible

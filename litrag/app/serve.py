@@ -69,7 +69,7 @@ def run_chat(
             say(f"the library {s.home} is empty: ingesting the bundled {BUNDLED_BOOK.name}")
             wanted = [BUNDLED_BOOK]
         if wanted:
-            report = service.library().ingest(wanted, on_event=say)
+            report = service.library().ingest(wanted, on_event=say, show_progress=True)
             for _path, reason in report.failed:
                 say(f"error: {reason}")
             if not service.books():
