@@ -822,8 +822,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what reports quote as the command
+    from litrag.config import SettingsError
+
     try:
         return args.func(args)
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # e.g. `litrag segment | head`
         sys.stderr.close()
         return 0

@@ -42,23 +42,15 @@ class Settings:
         default_factory=lambda: os.environ.get("LITRAG_PASSAGE_ORDER") or _default_order()
     )
     focus_words: int | None = field(
-        default_factory=lambda: (
-            int(os.environ["LITRAG_FOCUS_WORDS"]) if os.environ.get("LITRAG_FOCUS_WORDS") else None
-        )
+        default_factory=lambda: _env_number("LITRAG_FOCUS_WORDS", int)
     )  # words of each passage the LLM reads (0: whole); None: see focus_words()
     local_llm: str = field(
         default_factory=lambda: os.environ.get("LITRAG_LOCAL_LLM", "qwen2.5-1.5b")
     )
     llm_timeout: float | None = field(
-        default_factory=lambda: (
-            float(os.environ["LITRAG_LLM_TIMEOUT"])
-            if os.environ.get("LITRAG_LLM_TIMEOUT")
-            else None
-        )
+        default_factory=lambda: _env_number("LITRAG_LLM_TIMEOUT", float)
     )  # seconds the LLM may be silent; None: 120 for a server URL, 900 for the local model
-    llm_context: int = field(
-        default_factory=lambda: int(os.environ.get("LITRAG_LLM_CONTEXT") or 4096)
-    )
+    llm_context: int = field(default_factory=lambda: _env_number("LITRAG_LLM_CONTEXT", int) or 4096)
     models_dir: Path | None = field(
         default_factory=lambda: (
             Path(os.environ["LITRAG_MODELS"]).expanduser()
@@ -66,6 +58,22 @@ class Settings:
             else None
         )
     )  # where packaged models are assembled; None: <home>/models
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value litrag cannot use."""
+
+
+def _env_number(name: str, kind: type[int] | type[float]) -> Any:
+    """The number in environment variable ``name`` (None when unset or empty)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        return kind(raw)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise SettingsError(f"{name} must be {what}, got {raw!r}") from None
 
 
 def _default_order() -> str:

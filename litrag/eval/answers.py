@@ -485,7 +485,6 @@ def _engine(
 ) -> Any:
     """A ``BookQueryEngine`` for ``book``: over the harness index, or the library's store."""
     from litrag.query.answer import BookQueryEngine
-    from litrag.query.focus import PassageFocus
     from litrag.query.retriever import BookRetriever
 
     if index is not None:
@@ -504,11 +503,7 @@ def _engine(
             answer_tokens=gen.answer_tokens,
             answered_by=gen.identity,
             passage_order=gen.passage_order,  # type: ignore[arg-type]
-            focus=(
-                PassageFocus(index.embed_model, max_words=gen.focus_words)
-                if gen.focus_words and gen.llm is not None
-                else None
-            ),
+            focus=_focus(gen, index.embed_model),
         )
     from litrag.config import build_query_engine
 
@@ -523,13 +518,17 @@ def _engine(
     )
     engine.answer_tokens = gen.answer_tokens
     engine.passage_order = gen.passage_order
-    embed = engine.retriever.embed_model
-    engine.focus = (
-        PassageFocus(embed, max_words=gen.focus_words)
-        if gen.focus_words and gen.llm is not None and embed is not None
-        else None
-    )
+    engine.focus = _focus(gen, engine.retriever.embed_model)
     return engine
+
+
+def _focus(gen: Generator, embed: Any) -> Any:
+    """The excerpt step ``gen`` asks for: only an LLM reads excerpts, and they need embeddings."""
+    from litrag.query.focus import PassageFocus
+
+    if not gen.focus_words or gen.llm is None or embed is None:
+        return None
+    return PassageFocus(embed, max_words=gen.focus_words)
 
 
 def _evaluate_one(
