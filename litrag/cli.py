@@ -498,6 +498,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
                 llm_error = f"the local LLM did not start: {str(exc).splitlines()[0]}"
             else:
                 engine.llm, engine.answered_by = answer_llm.llm, answer_llm.description
+                engine.llm_health = answer_llm.diagnose
         stream = engine.ask(question)
         _close_store(engine)  # the sources are in hand: free the library for other processes
         if not args.json:
@@ -599,6 +600,20 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    """`litrag doctor`: one line per check as it finishes; exit 1 when any check failed."""
+    from litrag.config import Settings
+    from litrag.doctor import as_json, format_check, run_checks
+
+    say = None if args.json else (lambda c: print(format_check(c), flush=True))
+    checks = run_checks(
+        Settings(), generate=not args.no_generate, local_model=args.local_llm, say=say
+    )
+    if args.json:
+        print(as_json(checks))
+    return 1 if any(c.status == "fail" for c in checks) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="litrag", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -687,6 +702,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--share", action="store_true", help="a public Gradio link (off by default; needs internet)"
     )
     cht.set_defaults(func=_cmd_chat)
+
+    doc = sub.add_parser(
+        "doctor", help="check the CPU, the llama.cpp build, models, store and LLM; what is wrong"
+    )
+    doc.add_argument(
+        "--no-generate", action="store_true", help="skip the short generation (model load)"
+    )
+    doc.add_argument(
+        "--local-llm",
+        choices=["smollm2", "qwen2.5-1.5b"],
+        help="generate with this packaged model (default: what `litrag ask` uses)",
+    )
+    doc.add_argument("--json", action="store_true", help="the checks as JSON")
+    doc.set_defaults(func=_cmd_doctor)
 
     from litrag.eval.retrieval import ALL_CHUNKERS, DEFAULT_CHUNKERS, DEFAULT_TOP_K
 

@@ -161,6 +161,10 @@ class AnswerLLM:
         self.description = description
         self.server = server
 
+    def diagnose(self) -> str | None:
+        """Why the LLM is gone when its local server crashed (one line), else None."""
+        return self.server.failure() if self.server is not None else None
+
     def close(self) -> None:
         if self.server is not None:
             self.server.stop()
@@ -219,6 +223,7 @@ def build_query_engine(
     store: Any = None,
     embed_model: Any = None,
     streaming: bool = True,
+    llm_health: Any = None,
 ) -> Any:
     """A ``BookQueryEngine`` over the library at ``s.home`` (``llm=None``: extractive answers).
 
@@ -257,4 +262,5 @@ def build_query_engine(
         answered_by=llm_description,
         passage_order=s.passage_order,  # type: ignore[arg-type]
         focus=PassageFocus(embed_model, max_words=words) if words else None,
+        llm_health=llm_health,
     )

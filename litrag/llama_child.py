@@ -10,6 +10,7 @@ from a worker thread), so this watches the parent process id instead.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import runpy
 import sys
@@ -26,6 +27,9 @@ def _exit_when_orphaned(parent: int) -> None:
 
 
 def main() -> None:
+    # A fault in llama.cpp (SIGILL, SIGSEGV) leaves the Python stack in the server's log; the
+    # parent reads the signal from the exit status and tells the user what it means.
+    faulthandler.enable()
     threading.Thread(
         target=_exit_when_orphaned, args=(os.getppid(),), name="orphan-watch", daemon=True
     ).start()

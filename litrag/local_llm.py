@@ -15,6 +15,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -49,7 +50,48 @@ _CHUNK = 8 * 1024 * 1024
 
 
 class LocalModelError(RuntimeError):
-    """A packaged model is missing, corrupt, or its server would not start."""
+    """A packaged model is missing, corrupt, or its server would not start or crashed."""
+
+
+# --------------------------------------------------------------------------- crashes
+
+# What a signal that ends a llama.cpp process usually means, in the user's terms.
+_SIGNAL_MEANING = {
+    signal.SIGILL: (
+        "illegal instruction: this llama.cpp build uses a CPU instruction this machine does not "
+        "run; rebuild it portable with `bash scripts/install_llama_cpp.sh`"
+    ),
+    signal.SIGKILL: "killed, most often by the kernel when memory runs out",
+    signal.SIGSEGV: "segmentation fault",
+    signal.SIGBUS: "bus error: the model file changed or the disk is full",
+    signal.SIGABRT: "aborted by llama.cpp",
+    signal.SIGFPE: "arithmetic fault",
+}
+WHAT_TO_DO = (
+    "run `litrag doctor`; meanwhile answer without it (--no-llm) or through a server "
+    "(LITRAG_LLM_URL, e.g. vllm serve)"
+)
+
+
+def describe_exit(
+    returncode: int, what: str = "the local LLM (llama.cpp)", log: Path | None = None
+) -> str:
+    """One line for a llama.cpp process that ended on its own: the cause, the log, what to do.
+
+    A negative ``returncode`` is the signal that killed it (Python's ``subprocess`` convention).
+    """
+    if returncode < 0:
+        try:
+            sig: signal.Signals | None = signal.Signals(-returncode)
+        except ValueError:
+            sig = None
+        name = sig.name if sig is not None else f"signal {-returncode}"
+        meaning = _SIGNAL_MEANING.get(sig) if sig is not None else None
+        cause = f"crashed: killed by {name}" + (f" ({meaning})" if meaning else "")
+    else:
+        cause = f"exited with code {returncode}"
+    where = f"; log: {log}" if log else ""
+    return f"{what} {cause}{where}; {WHAT_TO_DO}"
 
 
 # --------------------------------------------------------------------------- model files
@@ -264,7 +306,10 @@ class LlamaServer:
         self.stop_grace = stop_grace
         self.extra_args = list(extra_args)
         self.startup_seconds: float | None = None
+        # How the server ended when it ended on its own (a crash); None while it runs.
+        self.returncode: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._pid = 0
 
     @property
     def api_base(self) -> str:
@@ -276,6 +321,25 @@ class LlamaServer:
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    def failure(self, wait: float = 1.0) -> str | None:
+        """Why the server is gone, when it ended on its own (a crash); None while it runs.
+
+        Called after a request failed: the connection can drop a moment before the dead
+        process can be reaped, so this waits up to ``wait`` seconds for the exit status.
+        """
+        proc = self._proc
+        if proc is None:
+            return None if self.returncode is None else self._describe(self.returncode)
+        try:
+            code = proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            return None  # alive: the request failed for another reason
+        self.returncode = code
+        return self._describe(code)
+
+    def _describe(self, code: int) -> str:
+        return describe_exit(code, f"the local LLM (llama.cpp, pid {self._pid})", self.log_path)
 
     def llm(self, **kwargs: Any) -> OpenAILike:
         """A LlamaIndex LLM for this server, with its context window filled in."""
@@ -327,6 +391,8 @@ class LlamaServer:
             self._proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
             )
+        self._pid = self._proc.pid
+        self.returncode = None
         atexit.register(self.stop)
         deadline = t0 + self.startup_timeout
         url = f"{self.api_base}/models"
@@ -334,10 +400,11 @@ class LlamaServer:
             code = self._proc.poll()
             if code is not None:
                 self._proc = None
+                self.returncode = code
                 atexit.unregister(self.stop)
+                what = "the llama.cpp server, while starting,"
                 raise LocalModelError(
-                    f"llama.cpp server exited with code {code} while starting "
-                    f"(log: {self.log_path}):\n{_tail(self.log_path)}"
+                    f"{describe_exit(code, what, self.log_path)}\n{_tail(self.log_path)}"
                 )
             try:
                 with urllib.request.urlopen(url, timeout=2) as resp:
@@ -358,7 +425,10 @@ class LlamaServer:
         """Terminate the server; kill it if it has not exited after ``stop_grace`` seconds."""
         proc, self._proc = self._proc, None
         atexit.unregister(self.stop)
-        if proc is None or proc.poll() is not None:
+        if proc is None:
+            return
+        if (code := proc.poll()) is not None:  # it ended on its own: keep how, for failure()
+            self.returncode = code
             return
         proc.terminate()
         try:

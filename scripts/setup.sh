@@ -12,6 +12,11 @@ fi
 case ",$extras," in
   *,embeddings,*|*,app,*|*,eval,*) .venv/bin/python -m pip install --quiet torch==2.13.0 ;;
 esac
+# llama.cpp built for a portable CPU baseline, never -march=native (see the script), before the
+# extra that names it, so pip finds it installed and neither builds nor reuses a cached native wheel.
+case ",$extras," in
+  *,local-llm,*) bash scripts/install_llama_cpp.sh .venv/bin/python ;;
+esac
 .venv/bin/python -m pip install --quiet -e ".[${extras}]"
 
 # METEOR's synonym stage reads WordNet from disk (nothing downloads it at run time): Debian's

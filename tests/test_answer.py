@@ -396,3 +396,58 @@ def test_cli_unreachable_llm_and_mid_stream_timeout(home, stalling_url):
     assert r.returncode == 1
     assert r.stdout.startswith("Buck's father was\n")
     assert "timed out mid-answer" in r.stderr and "[1] The Call of the Wild" in r.stdout
+
+
+LONG_ANSWER = "Tell me everything that happens to Buck in the story, in great detail."
+
+
+@pytest.mark.llm
+def test_cli_local_llm_killed_mid_answer_is_one_clear_line(home):
+    """The llama.cpp child dies by SIGILL while `litrag ask` streams: one line naming the signal,
+    its meaning and the way out; the partial text and the sources stay; no fault dump, no hang."""
+    import signal as sig
+    import time
+
+    import psutil
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LITRAG_LLM")}
+    env.update(LITRAG_HOME=str(home), LITRAG_LOCAL_LLM="smollm2", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "litrag.cli", "ask", LONG_ANSWER, "--book", WILD],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.read(1)  # the first streamed character of the answer
+        assert first, proc.stderr.read().decode() if proc.stderr else ""
+        children = [
+            c
+            for c in psutil.Process(proc.pid).children()
+            if "litrag.llama_child" in " ".join(c.cmdline())
+        ]
+        assert len(children) == 1
+        child = children[0]
+        child.send_signal(sig.SIGSTOP)  # frozen mid-answer, then killed as a fault would
+        child.send_signal(sig.SIGILL)
+        child.send_signal(sig.SIGCONT)
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=120)
+        assert time.monotonic() - t0 < 60  # no hang on the dead server
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out, err = (first + out).decode(), err.decode()
+    assert proc.returncode == 1
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, err
+    assert errors[0].startswith(
+        f"error: the local LLM (llama.cpp, pid {child.pid}) crashed: killed by SIGILL "
+        "(illegal instruction: this llama.cpp build uses a CPU instruction"
+    )
+    assert "bash scripts/install_llama_cpp.sh" in errors[0] and "--no-llm" in errors[0]
+    assert errors[0].endswith("(the text above is partial)")
+    assert "Traceback" not in err and "Fatal Python error" not in err
+    assert "Sources (" in out and "[1] The Call of the Wild" in out
+    assert out.split("Sources (")[0].strip()  # the partial answer was kept

@@ -286,6 +286,53 @@ def test_streams_a_cited_answer_from_the_local_llm(app, llama_server):
     assert follow[4]["question"] == "Who was his mother?" and follow[4]["sources"]
 
 
+@pytest.mark.llm
+def test_local_llm_killed_mid_answer_is_reported_in_the_chat(app, tmp_path):
+    """The llama.cpp child dies by SIGILL while the UI streams: the chat shows the partial
+    answer and one line naming the crash and the way out; the sources stay; the next question
+    is told the same, not a bare connection error."""
+    import signal
+
+    from litrag.local_llm import LlamaServer, smollm2_path
+
+    server = LlamaServer(smollm2_path(), n_ctx=4096, log_path=tmp_path / "s.log").start()
+    before = app.service.answer_llm
+    app.service.answer_llm = AnswerLLM(
+        server.llm(max_tokens=256, timeout=600), "SmolLM2 (test llama.cpp)", server
+    )
+    try:
+        assert server._proc is not None
+        pid = server._proc.pid
+        client = Client(app.url, verbose=False)
+        job = client.submit(
+            "Tell me everything that happens to Buck in the story, in great detail.",
+            [],
+            [WILD],
+            3,
+            api_name="/chat",
+        )
+        for update in job:
+            if update[3] == "Answering …" and text_of(update[1][1]).strip():  # a token shown
+                os.kill(pid, signal.SIGSTOP)  # frozen mid-answer, then killed as a fault would
+                os.kill(pid, signal.SIGILL)
+                os.kill(pid, signal.SIGCONT)
+                break
+        _, history, sources, line, answer = job.result()
+        again = chat(client, FATHER, [WILD])[4]
+    finally:
+        app.service.answer_llm = before
+        server.stop()
+    crash = f"the local LLM (llama.cpp, pid {pid}) crashed: killed by SIGILL (illegal instruction"
+    assert answer["error"].startswith(crash) and answer["text"]
+    assert answer["error"].endswith("(the text above is partial)")
+    shown = text_of(history[1])
+    assert shown.startswith(answer["text"]) and f"⚠ {crash}" in shown
+    assert "bash scripts/install_llama_cpp.sh" in shown and "--no-llm" in shown
+    assert line.startswith(f"⚠ {crash}")
+    assert len(answer["sources"]) == 5 and "[1] The Call of the Wild" in sources
+    assert again["error"].startswith(crash) and again["sources"]
+
+
 # ----------------------------------------------------------------------------- other commands
 def litrag(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LITRAG_LLM")}

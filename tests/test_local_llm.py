@@ -341,3 +341,39 @@ def test_json_object_response_format(llama_server: LlamaServer) -> None:
     ]
     resp = asyncio.run(llm.achat(messages, response_format={"type": "json_object"}, max_tokens=200))
     assert isinstance(json.loads(resp.message.content or ""), dict)
+
+
+# --------------------------------------------------------------------------- crashes
+
+
+def test_exit_descriptions_name_the_cause_and_the_way_out() -> None:
+    ill = local_llm.describe_exit(-signal.SIGILL, "the local LLM", Path("/x/s.log"))
+    assert ill.startswith("the local LLM crashed: killed by SIGILL (illegal instruction")
+    assert "bash scripts/install_llama_cpp.sh" in ill and "log: /x/s.log" in ill
+    assert "litrag doctor" in ill and "--no-llm" in ill and "LITRAG_LLM_URL" in ill
+    assert "\n" not in ill
+    oom = local_llm.describe_exit(-signal.SIGKILL)
+    assert "killed by SIGKILL (killed, most often by the kernel when memory runs out)" in oom
+    assert "crashed: killed by SIGUSR1;" in local_llm.describe_exit(-signal.SIGUSR1)
+    assert local_llm.describe_exit(3, "it").startswith("it exited with code 3;")
+
+
+@pytest.mark.llm
+@pytest.mark.parametrize("sig", [signal.SIGILL, signal.SIGSEGV])
+def test_a_crashed_server_says_which_signal_killed_it(tmp_path: Path, sig: int) -> None:
+    server = LlamaServer(smollm2_path(), n_ctx=512, log_path=tmp_path / "s.log").start()
+    try:
+        assert server.failure(wait=0.1) is None  # alive: nothing to explain
+        assert server._proc is not None
+        pid = server._proc.pid
+        os.kill(pid, sig)
+        line = server.failure()
+        assert line is not None
+        name = signal.Signals(sig).name
+        assert line.startswith(f"the local LLM (llama.cpp, pid {pid}) crashed: killed by {name}")
+        assert not server.running and server.returncode == -sig
+        # the child's faulthandler leaves the Python stack in the log
+        assert "Fatal Python error" in (tmp_path / "s.log").read_text()
+    finally:
+        server.stop()
+    assert server.failure() == line  # still explained after stop()

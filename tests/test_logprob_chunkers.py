@@ -141,3 +141,28 @@ def test_margin_sampling_through_llama_cpp_server(llama_server, tmp_path: Path) 
         x.get_content() for x in nodes
     ]
     assert again.summary.cached_calls == n - 1 and again.summary.llm_calls == 0
+
+
+@pytest.mark.llm
+def test_perplexity_scorer_fault_ends_the_child_not_the_caller(opening: Document) -> None:
+    """llama.cpp runs in a child: a fault there (SIGILL here) is a clear error in the caller."""
+    import os
+    import signal
+
+    from litrag.eval.logprob_chunkers import ChildTokenLogprobs
+    from litrag.local_llm import LocalModelError, smollm2_path
+
+    scorer = ChildTokenLogprobs(smollm2_path(), n_ctx=512)
+    try:
+        scored = scorer(opening.text[:400])
+        ids = scorer.tokens(opening.text[:400])
+        assert len(scored) == len(ids) - 1 and all(lp <= 0.0 for _, lp in scored)
+        assert scorer.pid is not None
+        os.kill(scorer.pid, signal.SIGILL)
+        with pytest.raises(LocalModelError) as err:
+            scorer(opening.text[:400])
+        message = str(err.value)
+        assert f"the llama.cpp scorer (pid {scorer.pid}) crashed: killed by SIGILL" in message
+        assert "illegal instruction" in message
+    finally:
+        scorer.close()

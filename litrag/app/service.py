@@ -245,6 +245,7 @@ class ChatService:
             upto_chapter=upto_chapter,
             llm=llm,
             llm_description=self.answer_llm.description if llm is not None else None,
+            llm_health=self.answer_llm.diagnose if llm is not None else None,
             retrieval=settings,
             store=self.store,
             embed_model=self.embed_model,

@@ -3,9 +3,11 @@
 - ``PerplexityNodeParser``: every sentence's mean token loss given the text before it (up to
   ``context_tokens``); a sentence that is a local minimum of that curve, with a drop of at least
   ``threshold`` (paper: tau = 0.5) on one side, is a boundary, shared by the chunks on both sides
-  (the paper's one-sentence overlap). Token log-probabilities come from llama.cpp in process
+  (the paper's one-sentence overlap). Token log-probabilities come from llama.cpp's Python API
   (``LlamaCppTokenLogprobs``): llama-cpp-python's server returns echoed prompt log-probabilities
   shifted by one token for models without a BOS token (Qwen2.5), so it cannot be used for this.
+  ``from_model_path`` runs it in a child process (``ChildTokenLogprobs``): a fault in llama.cpp
+  (an illegal instruction, memory) then ends the child with a clear error, not the caller.
 - ``MarginSamplingNodeParser``: for each next sentence R and the current chunk L, the LLM is asked
   to answer 1 (split) or 2 (keep together); the margin p(2) - p(1) is read from the first generated
   token's top log-probabilities (an OpenAI-compatible chat endpoint with ``logprobs``: llama.cpp's
@@ -19,7 +21,10 @@ document. Both parsers cache what the model returns (SQLite, ``cache_dir``) so r
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import faulthandler
 import math
+import multiprocessing
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -113,6 +118,98 @@ class LlamaCppTokenLogprobs:
             out.append(int(byte_to_char[min(at, pos)]))
             at += len(piece)
         return out
+
+
+def _serve_logprobs(conn: Any, model_path: str, n_ctx: int, n_threads: int | None) -> None:
+    """The child's loop: ``(op, args)`` in, ``("ok", value)`` or ``("error", line)`` out."""
+    faulthandler.enable()  # a fault leaves the Python stack on stderr before the child dies
+    try:
+        scorer = LlamaCppTokenLogprobs(model_path, n_ctx=n_ctx, n_threads=n_threads)
+    except Exception as exc:
+        conn.send(("error", f"cannot load {model_path}: {type(exc).__name__}: {exc}"))
+        return
+    while True:
+        try:
+            op, args = conn.recv()
+        except (EOFError, OSError):  # the parent is gone
+            return
+        try:
+            if op == "ready":
+                value: Any = True
+            elif op == "tokens":
+                value = scorer.tokens(*args)
+            else:
+                value = scorer(*args)
+            conn.send(("ok", value))
+        except Exception as exc:
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+class ChildTokenLogprobs:
+    """``LlamaCppTokenLogprobs`` in a child process, with the same calls.
+
+    llama.cpp runs native code that can fault (an illegal instruction on a CPU the build does
+    not suit, memory running out); in process that kills the caller with no Python error. Here
+    the child dies instead, and the next call raises ``LocalModelError`` naming the signal and
+    what to do. The model is loaded before the constructor returns.
+    """
+
+    def __init__(self, model_path: str | Path, n_ctx: int = 2048, n_threads: int | None = None):
+        self.model_path = Path(model_path)
+        self.n_ctx = n_ctx
+        ctx = multiprocessing.get_context("spawn")  # no forked copy of the caller's threads
+        self._conn, child_end = ctx.Pipe()
+        self._proc = ctx.Process(
+            target=_serve_logprobs,
+            args=(child_end, str(model_path), n_ctx, n_threads),
+            name="llama.cpp-logprobs",
+            daemon=True,
+        )
+        self._proc.start()
+        child_end.close()
+        self._ask("ready")
+
+    @property
+    def name(self) -> str:
+        return f"llama.cpp:{self.model_path.name}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid
+
+    def _ask(self, op: str, *args: Any) -> Any:
+        from litrag.local_llm import LocalModelError, describe_exit
+
+        try:
+            self._conn.send((op, args))
+            status, value = self._conn.recv()
+        except (EOFError, OSError):
+            self._proc.join(timeout=5)
+            code = self._proc.exitcode
+            what = f"the llama.cpp scorer (pid {self._proc.pid})"
+            if code is None:
+                raise LocalModelError(f"{what} stopped answering") from None
+            raise LocalModelError(describe_exit(code, what)) from None
+        if status != "ok":
+            raise LocalModelError(f"the llama.cpp scorer failed: {value}")
+        return value
+
+    def tokens(self, text: str) -> list[int]:
+        return self._ask("tokens", text)
+
+    def __call__(self, text: str) -> list[tuple[int, float]]:
+        return [tuple(pair) for pair in self._ask("score", text)]  # type: ignore[misc]
+
+    def close(self) -> None:
+        self._conn.close()
+        self._proc.join(timeout=5)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
 
 
 def sentence_losses(
@@ -221,11 +318,15 @@ class PerplexityNodeParser(_ExactOffsets):
         return "PerplexityNodeParser"
 
     @classmethod
-    def from_model_path(cls, model_path: str | Path, **kwargs: Any) -> PerplexityNodeParser:
-        """The in-process llama.cpp scorer on a GGUF file, loaded on first need."""
+    def from_model_path(
+        cls, model_path: str | Path, in_process: bool = False, **kwargs: Any
+    ) -> PerplexityNodeParser:
+        """The llama.cpp scorer on a GGUF file, loaded on first need, in a child process
+        (``in_process=True``: in this one, where a llama.cpp fault ends the caller too)."""
         n_ctx = kwargs.get("window_tokens", 1536) + 256
+        scorer = LlamaCppTokenLogprobs if in_process else ChildTokenLogprobs
         return cls(
-            lambda: LlamaCppTokenLogprobs(model_path, n_ctx=n_ctx),
+            lambda: scorer(model_path, n_ctx=n_ctx),
             scorer_name=f"llama.cpp:{Path(model_path).name}",
             lazy=True,
             **kwargs,

@@ -427,8 +427,11 @@ class BookQueryEngine(BaseQueryEngine):
         answered_by: str | None = None,
         passage_order: PassageOrder = DEFAULT_PASSAGE_ORDER,
         focus: PassageFocus | None = None,
+        llm_health: Callable[[], str | None] | None = None,
         callback_manager: CallbackManager | None = None,
     ) -> None:
+        """``llm_health`` explains a failed LLM call in the user's terms when it can (the local
+        llama.cpp server crashed, and why); its line replaces the HTTP client's."""
         super().__init__(callback_manager=callback_manager)
         if passage_order not in get_args(PassageOrder):
             raise ValueError(f"passage_order is 'score' or 'story', not {passage_order!r}")
@@ -440,6 +443,7 @@ class BookQueryEngine(BaseQueryEngine):
         self.passage_order = passage_order
         self.focus = focus
         self.answered_by = answered_by or llm_name(llm)
+        self.llm_health = llm_health
 
     # PromptMixin: lets `engine.update_prompts({"qa_prompt": ...})` swap the prompt.
     def _get_prompts(self) -> PromptDictType:
@@ -547,7 +551,10 @@ class BookQueryEngine(BaseQueryEngine):
                     run.deltas += 1
                     yield piece
         except Exception as exc:  # network, timeout, HTTP: keep the sources, report one line
-            run.error = describe_llm_error(
+            crash = self.llm_health() if self.llm_health is not None else None
+            if crash and run.deltas:
+                crash = f"{crash} (the text above is partial)"
+            run.error = crash or describe_llm_error(
                 exc, midstream=run.deltas > 0, api_base=str(getattr(self.llm, "api_base", ""))
             )
             logger.warning("LLM call failed: %s", run.error, exc_info=logger.isEnabledFor(10))

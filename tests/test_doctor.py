@@ -1,0 +1,132 @@
+"""``litrag doctor`` and the portable llama.cpp build: the installed build's features against the
+CPU's (the real build, real and doctored /proc/cpuinfo files), the checks one by one, and the
+command as a user runs it (a real short generation with the packaged SmolLM2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from litrag import doctor
+from litrag.config import Settings
+
+REAL_INFO = (
+    "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "
+    "AVX512 = 0 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 | "
+)
+
+
+def cpuinfo(tmp_path: Path, flags: str) -> Path:
+    path = tmp_path / "cpuinfo"
+    path.write_text(f"processor\t: 0\nmodel name\t: Test CPU\nflags\t\t: {flags}\n\n")
+    return path
+
+
+def test_build_features_are_the_ones_switched_on() -> None:
+    assert doctor.build_features(REAL_INFO) == [
+        "SSE3", "SSSE3", "AVX", "AVX2", "F16C", "FMA", "BMI2", "LLAMAFILE", "OPENMP", "REPACK",
+    ]  # fmt: skip
+
+
+def test_features_the_cpu_lacks_are_named() -> None:
+    features = doctor.build_features(REAL_INFO + "AVX512 = 1 | AMX_INT8 = 1 |")
+    flags = "pni ssse3 avx avx2 f16c fma bmi2 avx512f".split()
+    assert doctor.unsupported_features(features, flags) == ["AMX_INT8"]
+    assert doctor.unsupported_features(features, []) == []  # flags unknown: no guess
+
+
+def test_cpu_info_reads_model_and_flags(tmp_path: Path) -> None:
+    info = doctor.cpu_info(cpuinfo(tmp_path, "fpu avx2 avx512f amx_tile"))
+    assert info["model"] == "Test CPU" and info["flags"] == ["amx_tile", "avx2", "avx512f", "fpu"]
+    assert doctor.check_cpu(info).detail.endswith("avx2 avx512f amx_tile")
+
+
+@pytest.mark.llm
+def test_installed_llama_cpp_is_the_portable_build() -> None:
+    """What scripts/setup.sh installed: built by our script, and on x86-64 with nothing past AVX2,
+    so it runs on every AVX2 CPU, whatever the build machine advertised."""
+    record = doctor.build_record()
+    assert record is not None, "llama-cpp-python was not installed by scripts/install_llama_cpp.sh"
+    assert "GGML_NATIVE=OFF" in record["cmake_args"]
+    check = doctor.check_llama_build(doctor.cpu_info())
+    assert check.status == "ok", check.detail
+    features = set(check.data["features"])
+    if platform.machine() in ("x86_64", "AMD64"):
+        assert {"AVX", "AVX2", "FMA", "F16C"} <= features
+        assert not {f for f in features if f.startswith(("AVX512", "AMX", "AVX_VNNI"))}
+
+
+@pytest.mark.llm
+def test_a_build_the_cpu_cannot_run_fails_the_check(tmp_path: Path) -> None:
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the doctored flags are x86-64's")
+    # a Sandy Bridge: AVX, but no AVX2, FMA, F16C or BMI2
+    old_cpu = doctor.cpu_info(cpuinfo(tmp_path, "fpu pni ssse3 sse4_2 avx"))
+    check = doctor.check_llama_build(old_cpu)
+    assert check.status == "fail"
+    assert "this CPU does not advertise AVX2 F16C FMA BMI2" in check.detail
+    assert "illegal instruction" in check.detail and "install_llama_cpp.sh" in check.detail
+
+
+def test_models_and_store_checks(tmp_path: Path) -> None:
+    s = Settings(home=tmp_path / "home")
+    models = doctor.check_models(tmp_path / "models")
+    assert models.name == "models" and "qwen2.5-1.5b" in models.detail
+    store = doctor.check_store(s)
+    assert store.status == "ok" and "embedded Qdrant Edge (not created yet)" in store.detail
+    assert "0 books" in store.detail
+    (s.home).mkdir(parents=True)
+    (s.home / "books.json").write_text("{not json")
+    broken = doctor.check_store(s)
+    assert broken.status == "fail" and "books.json" in broken.detail
+
+
+def test_unreachable_servers_are_named(tmp_path: Path) -> None:
+    s = Settings(home=tmp_path, llm_url="http://127.0.0.1:9/v1", qdrant_url="http://127.0.0.1:9")
+    llm = doctor.check_llm(s)
+    assert llm.status == "fail" and llm.detail.startswith(
+        "cannot reach the LLM server at http://127.0.0.1:9/v1"
+    )
+    store = doctor.check_store(s)
+    assert store.status == "fail" and "http://127.0.0.1:9 is unreachable" in store.detail
+
+
+def doctor_cli(home: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LITRAG_", "QDRANT_"))}
+    env["LITRAG_HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "litrag.cli", "doctor", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.llm
+def test_doctor_command_generates_with_the_local_model(tmp_path: Path) -> None:
+    r = doctor_cli(tmp_path / "home", "--local-llm", "smollm2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    names = [line[5:].split()[0] for line in lines]
+    assert names == [
+        "litrag", "cpu", "llama.cpp", "models", "embeddings", "store", "llm", "generation",
+    ]  # fmt: skip
+    generation = lines[-1]
+    assert generation.startswith("ok   generation  smollm2 (local llama.cpp): '")
+    assert "Traceback" not in r.stderr
+
+
+def test_doctor_json_without_generation(tmp_path: Path) -> None:
+    r = doctor_cli(tmp_path / "home", "--no-generate", "--json")
+    checks = json.loads(r.stdout)
+    assert [c["name"] for c in checks][-1] == "llm"
+    assert r.returncode == (1 if any(c["status"] == "fail" for c in checks) else 0)
+    cpu = next(c for c in checks if c["name"] == "cpu")
+    assert cpu["data"]["arch"] == platform.machine()
