@@ -1,0 +1,64 @@
+"""``scripts/install_llama_cpp.sh`` on a new virtual environment: it installs the portable build
+from the flag-named wheelhouse (no compile, no pip cache), records it, does nothing when that
+build is installed already, and replaces a build made with other flags (a cached native wheel)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+
+from litrag import doctor
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "install_llama_cpp.sh"
+
+
+def install(python: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "LITRAG_LLAMA_CMAKE_ARGS"}
+    return subprocess.run(
+        ["bash", str(SCRIPT), str(python)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+@pytest.mark.llm
+def test_installs_the_named_build_once_and_replaces_another(tmp_path: Path) -> None:
+    ours = doctor.build_record()
+    assert ours is not None, "the test environment was not set up by scripts/install_llama_cpp.sh"
+    assert Path(ours["wheel"]).is_file(), f"the wheelhouse lost {ours['wheel']}: rerun setup"
+    assert ours["tag"] in ours["wheel"]  # the wheel's folder is named by the build's flags
+
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    python = env_dir / "bin" / "python"
+    first = install(python)
+    assert first.returncode == 0, first.stderr
+    assert "== building" not in first.stdout  # the wheel with these flags was there: no compile
+    assert first.stdout.strip().endswith("installed: " + ours["baseline"])
+    record = json.loads((env_dir / doctor.BUILD_RECORD).read_text())
+    assert record["tag"] == ours["tag"] and record["cmake_args"] == ours["cmake_args"]
+    probe = subprocess.run(
+        [str(python), "-c", "import importlib.metadata as m; print(m.version('llama-cpp-python'))"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert probe.stdout.strip() == record["version"]  # its dependencies come with the extra
+
+    again = install(python)  # the same build is installed: nothing to do
+    assert again.returncode == 0 and again.stdout == ""
+
+    # A build made with other flags (e.g. pip's default native one) is replaced, never kept.
+    stale = dict(record, tag="native000000", cmake_args="-DGGML_NATIVE=ON")
+    (env_dir / doctor.BUILD_RECORD).write_text(json.dumps(stale))
+    replaced = install(python)
+    assert replaced.returncode == 0 and "installed: " in replaced.stdout
+    assert json.loads((env_dir / doctor.BUILD_RECORD).read_text())["tag"] == ours["tag"]
