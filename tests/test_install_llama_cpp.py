@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import re
+import shutil
 import subprocess
 import venv
 from pathlib import Path
@@ -62,3 +65,41 @@ def test_installs_the_named_build_once_and_replaces_another(tmp_path: Path) -> N
     replaced = install(python)
     assert replaced.returncode == 0 and "installed: " in replaced.stdout
     assert json.loads((env_dir / doctor.BUILD_RECORD).read_text())["tag"] == ours["tag"]
+
+
+# What the portable build may never contain on x86-64: AVX-512 registers and masks, AMX tiles,
+# VNNI dot products. Checked on the machine code itself, so it holds whatever CPU runs it.
+BEYOND_AVX2 = re.compile(r"%zmm|%k[1-7]\b|tileloadd|tdpb|ldtilecfg|vpdpbusd|vpdpwssd")
+
+
+@pytest.mark.llm
+def test_the_installed_build_has_no_instruction_beyond_avx2(tmp_path: Path) -> None:
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the instruction families checked are x86-64's")
+    objdump = shutil.which("objdump")
+    assert objdump, "binutils' objdump is needed (it comes with the compiler llama.cpp needs)"
+    import llama_cpp
+
+    libs = sorted((Path(llama_cpp.__file__).parent / "lib").glob("*.so"))
+    assert any(p.name == "libggml-cpu.so" for p in libs), libs
+
+    def beyond(path: Path) -> int:
+        asm = subprocess.run(
+            [objdump, "-d", "--no-show-raw-insn", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        ).stdout
+        return len(BEYOND_AVX2.findall(asm))
+
+    # the check itself finds AVX-512 where there is some: an object compiled for it
+    probe = tmp_path / "probe.o"
+    subprocess.run(
+        ["cc", "-O3", "-mavx512f", "-mprefer-vector-width=512", "-c", "-x", "c", "-", "-o",
+         str(probe)],
+        input="void f(float*a,float*b){for(int i=0;i<256;i++)a[i]=a[i]*2+b[i];}",
+        text=True,
+        check=True,
+    )  # fmt: skip
+    assert beyond(probe) > 0
+    assert {p.name: beyond(p) for p in libs} == {p.name: 0 for p in libs}
