@@ -1,6 +1,8 @@
 """``scripts/install_llama_cpp.sh`` on a new virtual environment: it installs the portable build
 from the flag-named wheelhouse (no compile, no pip cache), records it, does nothing when that
-build is installed already, and replaces a build made with other flags (a cached native wheel)."""
+build is installed already, and replaces a build made with other flags (a cached native wheel).
+And the installed build's machine code holds no instruction past AVX2 on x86-64, so a CPU that
+advertises AVX-512 or AMX but faults on them (the issue's machine) never runs one."""
 
 from __future__ import annotations
 
