@@ -12,7 +12,7 @@ from llama_index.core.node_parser.interface import TextSplitter
 from llama_index.core.schema import NodeRelationship, TextNode
 from llama_index.core.utils import get_tokenizer
 
-from litrag.eval.baselines import (
+from litrag.chunkers.baselines import (
     BASELINES,
     PAPER_SEPARATORS,
     DynamicMergeNodeParser,

@@ -14,8 +14,8 @@ from llama_index.core.node_parser import SemanticSplitterNodeParser
 from llama_index.core.schema import TextNode
 from scripted_llm import ScriptedLLM
 
+from litrag.chunkers.baselines import SemanticNodeParser, semantic_chunker
 from litrag.cli import BUNDLED_BOOK, main
-from litrag.eval.baselines import SemanticNodeParser, semantic_chunker
 from litrag.eval.retrieval import (
     CachedEmbedder,
     CachedEmbedding,

@@ -59,8 +59,8 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
 )
 
+from litrag.chunkers.baselines import BASELINES, dynamic_merge, semantic_chunker, word_count
 from litrag.embeddings import SentenceWindowEncoder
-from litrag.eval.baselines import BASELINES, dynamic_merge, semantic_chunker, word_count
 from litrag.eval.metrics import Aggregate, QuestionScore, aggregate
 from litrag.eval.spans import normalize
 
@@ -173,7 +173,7 @@ def _litseg_llm(setup: ChunkerLLM, segmenter: Literal["litseg-lite", "litseg"]) 
 
 
 def _lumberchunker(setup: ChunkerLLM) -> NodeParser:
-    from litrag.eval.lumberchunker import LumberChunkerNodeParser
+    from litrag.chunkers.lumberchunker import LumberChunkerNodeParser
 
     return LumberChunkerNodeParser(
         llm=setup.llm,
@@ -186,7 +186,7 @@ def _lumberchunker(setup: ChunkerLLM) -> NodeParser:
 
 
 def _margin(setup: ChunkerLLM) -> NodeParser:
-    from litrag.eval.logprob_chunkers import MarginSamplingNodeParser
+    from litrag.chunkers.margin import MarginSamplingNodeParser
 
     return MarginSamplingNodeParser(
         llm=setup.llm,
@@ -198,11 +198,17 @@ def _margin(setup: ChunkerLLM) -> NodeParser:
 
 
 def _perplexity(setup: ChunkerLLM) -> NodeParser:
-    from litrag.eval.logprob_chunkers import PerplexityNodeParser
+    from litrag.chunkers.perplexity import PerplexityNodeParser
 
     if setup.model_path is None:
         raise ValueError("the perplexity chunker runs a GGUF model in process: give --local-llm")
     return PerplexityNodeParser.from_model_path(setup.model_path, cache_dir=setup.cache_dir)
+
+
+def _semantic_minilm() -> NodeParser:
+    from litrag.embeddings import WindowedEmbedding
+
+    return semantic_chunker(WindowedEmbedding())
 
 
 _BASELINE_KEYS = {
@@ -266,7 +272,7 @@ def chunker_specs(
                     ChunkerSpec(key, "semantic p95", lambda m=model: semantic_chunker(m), name)
                 )
             else:
-                out.append(ChunkerSpec(key, "semantic p95", semantic_chunker, "all-MiniLM-L6-v2"))
+                out.append(ChunkerSpec(key, "semantic p95", _semantic_minilm, "all-MiniLM-L6-v2"))
         elif key in LLM_CHUNKERS:
             if llm is None:
                 raise ValueError(
@@ -474,16 +480,13 @@ class CachedEmbedding(BaseEmbedding):
         return self._get_query_embedding(query)
 
 
-_CHUNKER_MODULES = ("baselines.py", "lumberchunker.py", "logprob_chunkers.py")
-
-
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
     """Hash of the chunking code: a cached chunking is reused only while this is unchanged."""
     root = Path(__file__).resolve().parents[1]
-    sources = [*root.joinpath("segment").glob("*.py"), *root.joinpath("ingestion").glob("*.py")]
-    chunkers = [root / "eval" / f for f in _CHUNKER_MODULES]
-    files = [*sorted(sources), *(f for f in chunkers if f.is_file())]
+    files = sorted(
+        f for room in ("segment", "ingestion", "chunkers") for f in root.glob(f"{room}/*.py")
+    )
     h = hashlib.sha256()
     for f in files:
         h.update(f.name.encode())
