@@ -112,7 +112,7 @@ def _cmd_segment(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    from litrag.config import Settings
+    from litrag.settings import Settings
 
     s = Settings()
     for name in ("segmenter", "workers", "max_mb"):
@@ -123,7 +123,7 @@ def _settings(args: argparse.Namespace) -> Any:
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    from litrag.config import build_library
+    from litrag.builders import build_library
     from litrag.query.edge_store import StoreLockedError
     from litrag.query.stores import store_description
 
@@ -355,7 +355,7 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     """`litrag eval answers`: answer a question set, score it (and judge it), reports into --out."""
     import shlex
 
-    from litrag.config import Settings, build_answer_llm, focus_words
+    from litrag.builders import build_answer_llm
     from litrag.eval.answer_metrics import AnswerScorer
     from litrag.eval.answer_report import markdown, write_reports
     from litrag.eval.answers import (
@@ -369,6 +369,7 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     from litrag.local_llm import LocalModelError
     from litrag.query.edge_store import StoreLockedError
     from litrag.query.retriever import RetrievalSettings, UnknownBookError
+    from litrag.settings import Settings, focus_words
 
     previous = None
     if threading.current_thread() is threading.main_thread():  # the LLM server must not outlive us
@@ -451,11 +452,12 @@ def _close_store(engine: Any) -> None:
 
 def _cmd_ask(args: argparse.Namespace) -> int:
     """`litrag ask`: a streamed, cited answer; failures are one line and keep the sources."""
-    from litrag.config import Settings, build_answer_llm, build_query_engine
+    from litrag.builders import build_answer_llm, build_query_engine
     from litrag.ingestion.library import Library
     from litrag.local_llm import LocalModelError
     from litrag.query.edge_store import StoreLockedError
     from litrag.query.retriever import RetrievalSettings, UnknownBookError
+    from litrag.settings import Settings
 
     def fail(msg: str, code: int = 2) -> int:
         print(f"error: {msg}", file=sys.stderr)
@@ -602,8 +604,8 @@ def _cmd_chat(args: argparse.Namespace) -> int:
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
     """`litrag doctor`: one line per check as it finishes; exit 1 when any check failed."""
-    from litrag.config import Settings
     from litrag.doctor import as_json, format_check, run_checks
+    from litrag.settings import Settings
 
     say = None if args.json else (lambda c: print(format_check(c), flush=True))
     checks = run_checks(
@@ -851,7 +853,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what reports quote as the command
-    from litrag.config import SettingsError
+    from litrag.settings import SettingsError
 
     try:
         return args.func(args)

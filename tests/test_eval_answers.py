@@ -13,8 +13,8 @@ import pytest
 from test_library import short_book
 from test_retriever import ingested_shelf
 
+from litrag.builders import AnswerLLM
 from litrag.cli import main
-from litrag.config import AnswerLLM, Settings
 from litrag.eval.answer_metrics import AnswerScorer
 from litrag.eval.answer_report import markdown
 from litrag.eval.answers import (
@@ -27,6 +27,7 @@ from litrag.eval.answers import (
     prediction_text,
     select_questions,
 )
+from litrag.settings import Settings
 
 WILD = "books/pg215_call_of_the_wild.txt"
 CHAPTER_ONE = ("q.1621", "q.1622", "q.1623")  # GutenQA questions whose evidence is in chapter I

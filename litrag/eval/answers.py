@@ -505,7 +505,7 @@ def _engine(
             passage_order=gen.passage_order,  # type: ignore[arg-type]
             focus=_focus(gen, index.embed_model),
         )
-    from litrag.config import build_query_engine
+    from litrag.builders import build_query_engine
 
     engine = build_query_engine(
         library,
@@ -589,7 +589,7 @@ def evaluate_answers(
 ) -> AnswerRun:
     """Answer, score and judge every question; see the module docstring.
 
-    ``library``: a ``litrag.config.Settings`` whose library (at ``home``) is searched instead of
+    ``library``: a ``litrag.settings.Settings`` whose library (at ``home``) is searched instead of
     the harness's chunking. ``retrieval``: ``RetrievalSettings`` (default: the ``embedded``
     preset from the environment).
     """
@@ -737,7 +737,7 @@ def build_judge(
     sharing the answering LLM's server when that is the local one too (one model in memory).
     Ratings are short and deterministic: temperature 0, a few tokens, Qwen3 thinking off.
     """
-    from litrag.config import AnswerLLM, thinking_off
+    from litrag.builders import AnswerLLM, thinking_off
     from litrag.local_llm import LlamaServer, local_model_path, openai_like
     from litrag.query.answer import CHARS_PER_TOKEN
 
