@@ -22,7 +22,7 @@ from llama_index.core.schema import QueryBundle
 
 from litrag.builders import build_embed_model
 from litrag.eval.metrics import first_relevant_rank, hit_at, reciprocal_rank
-from litrag.eval.retrieval import load_questions
+from litrag.eval.questions import load_questions
 from litrag.eval.spans import contains_span
 from litrag.ingestion.library import Library
 from litrag.query.retriever import BookRetriever, RetrievalSettings

@@ -18,14 +18,10 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
     """`litrag eval retrieval`: every chunker x mode on a question set, reports into --out."""
     import shlex
 
+    from litrag.eval.questions import load_questions
+    from litrag.eval.registry import LLM_CHUNKERS, ChunkerLLM
     from litrag.eval.report import check_section, markdown, write_reports, write_section
-    from litrag.eval.retrieval import (
-        LLM_CHUNKERS,
-        ChunkerLLM,
-        evaluate_retrieval,
-        load_questions,
-        parse_modes,
-    )
+    from litrag.eval.retrieval import evaluate_retrieval, parse_modes
     from litrag.local_llm import LocalModelError
 
     data = Path(os.environ.get("LITRAG_DATA") or "../shared/data")
@@ -134,14 +130,9 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     from litrag.builders import build_answer_llm
     from litrag.eval.answer_metrics import AnswerScorer
     from litrag.eval.answer_report import markdown, write_reports
-    from litrag.eval.answers import (
-        DATASETS,
-        Generator,
-        build_judge,
-        evaluate_answers,
-        load_answer_questions,
-        select_questions,
-    )
+    from litrag.eval.answers import Generator, evaluate_answers
+    from litrag.eval.judge import build_judge
+    from litrag.eval.questions import DATASETS, load_answer_questions, select_questions
     from litrag.local_llm import LocalModelError
     from litrag.query.edge_store import StoreLockedError
     from litrag.query.retriever import RetrievalSettings, UnknownBookError
@@ -222,7 +213,8 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: Any) -> None:
     """The ``eval`` command group: ``retrieval`` and ``answers``, and their flags."""
-    from litrag.eval.retrieval import ALL_CHUNKERS, DEFAULT_CHUNKERS, DEFAULT_TOP_K
+    from litrag.eval.registry import ALL_CHUNKERS, DEFAULT_CHUNKERS
+    from litrag.eval.retrieval import DEFAULT_TOP_K
 
     ev = sub.add_parser("eval", help="evaluation harness").add_subparsers(
         dest="what", required=True
