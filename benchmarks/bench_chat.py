@@ -98,7 +98,8 @@ def loaded(home: Path) -> list[str]:
 def bench_retrieval(home: Path, n: int) -> dict[str, Any]:
     from llama_index.core.schema import QueryBundle
 
-    from litrag.config import Settings, build_embed_model, build_query_engine
+    from litrag.builders import build_embed_model, build_query_engine
+    from litrag.settings import Settings
 
     s = Settings(home=home)
     books = loaded(home)
@@ -144,7 +145,8 @@ def bench_retrieval(home: Path, n: int) -> dict[str, Any]:
 def bench_llm(
     home: Path, n: int, local_llm: str | None, max_tokens: int, focus: int | None = None
 ) -> dict[str, Any]:
-    from litrag.config import Settings, build_answer_llm, build_embed_model, build_query_engine
+    from litrag.builders import build_answer_llm, build_embed_model, build_query_engine
+    from litrag.settings import Settings
 
     s = Settings(home=home)
     if local_llm:

@@ -24,7 +24,8 @@ BOOKS = Path(__file__).resolve().parents[2] / "shared" / "data" / "books"
 
 
 def ingest(folder: Path) -> dict:
-    from litrag.config import Settings, build_library
+    from litrag.builders import build_library
+    from litrag.settings import Settings
 
     home = Path(tempfile.mkdtemp(prefix="litrag-bench-"))
     t0 = time.perf_counter()

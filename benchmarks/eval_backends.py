@@ -20,13 +20,14 @@ from pathlib import Path
 
 from llama_index.core.schema import QueryBundle
 
-from litrag.config import Settings, build_embed_model
+from litrag.builders import build_embed_model
 from litrag.eval.metrics import first_relevant_rank, hit_at, reciprocal_rank
-from litrag.eval.retrieval import load_questions
+from litrag.eval.questions import load_questions
 from litrag.eval.spans import contains_span
 from litrag.ingestion.library import Library
 from litrag.query.retriever import BookRetriever, RetrievalSettings
 from litrag.query.stores import make_vector_store
+from litrag.settings import Settings
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 TOP_K = 20

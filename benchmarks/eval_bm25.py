@@ -23,7 +23,7 @@ from pathlib import Path
 from llama_index.core.node_parser.interface import NodeParser
 from llama_index.core.schema import Document, MetadataMode
 
-from litrag.eval.baselines import BASELINES, dynamic_merge, word_count
+from litrag.chunkers.baselines import BASELINES, dynamic_merge, word_count
 from litrag.eval.metrics import QuestionScore, aggregate, rank_order
 from litrag.eval.spans import normalize
 from litrag.ingestion.chapters import split_chapters

@@ -20,15 +20,7 @@ from llama_index.core.base.llms.types import MessageRole
 from scripted_llm import ScriptedLLM
 from test_retriever import ALICE, WILD, ingested_shelf
 
-from litrag.config import (
-    DEFAULT_FOCUS_WORDS,
-    Settings,
-    SettingsError,
-    build_embed_model,
-    build_query_engine,
-    focus_words,
-    thinking_off,
-)
+from litrag.builders import build_embed_model, build_query_engine
 from litrag.local_llm import openai_like
 from litrag.query.answer import (
     EXTRACTIVE_LABEL,
@@ -43,6 +35,7 @@ from litrag.query.answer import (
 )
 from litrag.query.focus import GAP
 from litrag.query.retriever import RetrievalSettings
+from litrag.settings import Settings
 
 FATHER = "What kind of dog was Buck's father?"  # The Call of the Wild, chapter I
 
@@ -177,32 +170,6 @@ def test_focused_prompt_reads_excerpts_and_cites_whole_blocks(engine_for, home):
     assert plain.sources[0].node_id == answer.sources[0].node_id
 
 
-def test_focus_defaults_follow_the_llm():
-    assert focus_words(Settings(llm_url=None)) == DEFAULT_FOCUS_WORDS
-    assert focus_words(Settings(llm_url="http://gpu:8000/v1")) == 0
-    assert focus_words(Settings(llm_url="http://gpu:8000/v1", focus_words=80)) == 80
-    assert focus_words(Settings(llm_url=None, focus_words=0)) == 0
-
-
-def test_numbers_from_the_environment(monkeypatch, tmp_path):
-    monkeypatch.setenv("LITRAG_FOCUS_WORDS", " 80 ")
-    monkeypatch.setenv("LITRAG_LLM_TIMEOUT", "30.5")
-    monkeypatch.setenv("LITRAG_LLM_CONTEXT", "")
-    s = Settings()
-    assert (s.focus_words, s.llm_timeout, s.llm_context) == (80, 30.5, 4096)
-    monkeypatch.setenv("LITRAG_FOCUS_WORDS", "many")
-    with pytest.raises(SettingsError, match="LITRAG_FOCUS_WORDS must be a whole number"):
-        Settings()
-    # the CLI says which variable is wrong, in one line, instead of a traceback
-    env = {**os.environ, "LITRAG_HOME": str(tmp_path), "LITRAG_LLM_CONTEXT": "4k"}
-    env.pop("LITRAG_FOCUS_WORDS")
-    proc = subprocess.run(
-        [sys.executable, "-m", "litrag.cli", "books"], env=env, capture_output=True, text=True
-    )
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == "error: LITRAG_LLM_CONTEXT must be a whole number, got '4k'"
-
-
 def test_extractive_answer_without_llm(engine_for):
     answer = engine_for(WILD).ask(FATHER).answer()
     assert answer.mode == "extractive" and answer.error is None
@@ -224,13 +191,6 @@ def test_nothing_retrieved_says_so_without_calling_an_llm(engine_for):
 def test_empty_question_raises(engine_for):
     with pytest.raises(ValueError, match="empty"):
         engine_for(WILD).ask("  \n")
-
-
-def test_thinking_off_only_for_qwen3():
-    assert thinking_off("Qwen/Qwen3-8B") == {
-        "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}
-    }
-    assert thinking_off("local") == {}
 
 
 # --------------------------------------------------------------------------- failing LLMs

@@ -29,10 +29,11 @@ from test_retriever import ALICE, WILD, ingested_shelf
 from litrag.app.chat import build_app, launch
 from litrag.app.handoff import remove_ui_file, running_ui, write_ui_file
 from litrag.app.service import ChatService
-from litrag.config import AnswerLLM, Settings
+from litrag.builders import AnswerLLM
 from litrag.ingestion.library import Library
 from litrag.local_llm import openai_like
 from litrag.query.retriever import UnknownBookError
+from litrag.settings import Settings
 
 CAUCUS = "What is a Caucus-race, and who wins it?"  # Alice, chapter III
 

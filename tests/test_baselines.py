@@ -1,4 +1,5 @@
-"""Reference chunkers: hand-computed LangChain behaviour, exact offsets and sizes on real books."""
+"""Reference chunkers: hand-computed LangChain behaviour, exact offsets and sizes on real books,
+and the semantic splitter on a real chapter against LlamaIndex's own."""
 
 from __future__ import annotations
 
@@ -8,23 +9,27 @@ from pathlib import Path
 
 import pytest
 from llama_index.core import Document
+from llama_index.core.node_parser import SemanticSplitterNodeParser
 from llama_index.core.node_parser.interface import TextSplitter
 from llama_index.core.schema import NodeRelationship, TextNode
 from llama_index.core.utils import get_tokenizer
 
-from litrag.eval.baselines import (
+from litrag.chunkers.baselines import (
     BASELINES,
     PAPER_SEPARATORS,
     DynamicMergeNodeParser,
     ParagraphNodeParser,
     RecursiveCharacterNodeParser,
+    SemanticNodeParser,
     TextSplitterNodeParser,
     dynamic_merge,
     paragraph_chunker,
+    semantic_chunker,
     sentence_chunker,
     token_chunker,
     word_count,
 )
+from litrag.eval.embedding_cache import CachedEmbedder, CachedEmbedding, EmbeddingCache
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
 
@@ -175,3 +180,39 @@ def test_paragraph_chunker_on_emma(books_dir: Path) -> None:
     assert 150 < statistics.fmean(words) < 185  # MODELS.md: 167 over the six books
     for w, n in zip(words, nodes, strict=True):
         assert w <= 200 or "merged_nodes" not in n.metadata  # only a lone paragraph is longer
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    from litrag.embeddings import WindowedEmbedding
+
+    return WindowedEmbedding(embed_batch_size=32)
+
+
+def test_semantic_splitter_on_a_real_chapter(books_dir: Path, minilm, tmp_path: Path) -> None:
+    """Exact offsets, the text covered, and the same cuts as LlamaIndex's own parser."""
+    doc = split_chapters(load_book(books_dir / "pg11_alice_in_wonderland.txt"))[0]
+    cache = EmbeddingCache(tmp_path / "emb.sqlite")
+    embedder = CachedEmbedder(cache, "all-MiniLM-L6-v2", lambda: minilm)
+    parser = semantic_chunker(CachedEmbedding(embedder))
+    assert isinstance(parser, SemanticNodeParser)
+    assert parser.splitter.breakpoint_percentile_threshold == 95
+    assert parser.splitter.buffer_size == 1
+    nodes = parser.get_nodes_from_documents([doc])
+    assert 3 <= len(nodes) <= 15  # breakpoints above the 95th percentile of ~150 distances
+    pos = 0
+    for node in nodes:
+        assert isinstance(node, TextNode)
+        assert doc.text[node.start_char_idx : node.end_char_idx] == node.text
+        assert node.text == node.text.strip() and node.start_char_idx >= pos
+        assert doc.text[pos : node.start_char_idx].strip() == ""
+        pos = node.end_char_idx
+    assert doc.text[pos:].strip() == ""
+    assert node.metadata["book_id"] == "pg11"
+    # the stock parser (same model, vectors now from the cache) cuts at the same sentences
+    computed = embedder.computed
+    stock = SemanticSplitterNodeParser.from_defaults(embed_model=CachedEmbedding(embedder))
+    theirs = stock.get_nodes_from_documents([doc])
+    assert [n.get_content().strip() for n in theirs] == [n.text for n in nodes]
+    assert embedder.computed == computed
+    cache.close()

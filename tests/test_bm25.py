@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from litrag.eval.baselines import ParagraphNodeParser
+from litrag.chunkers.baselines import ParagraphNodeParser
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
 from litrag.query.bm25 import (

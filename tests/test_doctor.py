@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from litrag import doctor
-from litrag.config import Settings
+from litrag.settings import Settings
 
 REAL_INFO = (
     "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "

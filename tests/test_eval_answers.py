@@ -13,20 +13,16 @@ import pytest
 from test_library import short_book
 from test_retriever import ingested_shelf
 
+from litrag.builders import AnswerLLM
 from litrag.cli import main
-from litrag.config import AnswerLLM, Settings
 from litrag.eval.answer_metrics import AnswerScorer
 from litrag.eval.answer_report import markdown
-from litrag.eval.answers import (
-    Generator,
-    build_judge,
-    evaluate_answers,
-    find_gutenberg_book,
+from litrag.eval.answers import Generator, evaluate_answers, prediction_text
+from litrag.eval.judge import build_judge
+from litrag.eval.questions import (
     load_gutenqa,
-    load_literaryqa,
-    prediction_text,
-    select_questions,
 )
+from litrag.settings import Settings
 
 WILD = "books/pg215_call_of_the_wild.txt"
 CHAPTER_ONE = ("q.1621", "q.1622", "q.1623")  # GutenQA questions whose evidence is in chapter I
@@ -58,24 +54,6 @@ def _run(data: Path, cache: Path, out: Path, *extra: str) -> dict:
     assert main([*argv, *extra]) == 0
     dataset = extra[extra.index("--dataset") + 1] if "--dataset" in extra else "gutenqa"
     return json.loads((out / f"answers-{dataset}.json").read_text())
-
-
-def test_loaders_on_the_real_files(data_dir: Path, data: Path) -> None:
-    qs, dropped = load_gutenqa(data_dir / "gutenqa" / "questions.jsonl")
-    # three published answers are wrong about the text (data notes): not scored
-    assert {d[0] for d in dropped} == {"q.48", "q.669", "q.1644"}
-    assert len(qs) == 177 and all(q.references for q in qs)
-    q = next(q for q in qs if q.id == "q.1622")
-    assert q.references[0].startswith("Manuel's besetting sin") and q.evidence
-    kept, dropped_ids = select_questions(qs, ["pg11_"], 2, dropped)
-    assert [k.id for k in kept] == ["q.31", "q.32"] and dropped_ids == ["q.48"]
-
-    lqa, lqa_dropped = load_literaryqa(data / "lqa.jsonl", data)
-    assert len(lqa) == 27 and len(lqa_dropped) == 28  # Sherlock Holmes is not in this folder
-    assert lqa[0].id == "lqa.215.0" and lqa[0].book_file == WILD
-    assert lqa[0].question == "What is Judge Millers dog's name?"
-    assert lqa[0].references == ("Buck",)  # the two identical references, once
-    assert find_gutenberg_book(data_dir, "1661") == "books/pg1661_adventures_of_sherlock_holmes.txt"
 
 
 def test_no_llm_gutenqa_then_rerun_from_cache(data: Path, cache: Path, tmp_path: Path) -> None:

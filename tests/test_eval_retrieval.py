@@ -1,7 +1,8 @@
 """The retrieval harness end to end on chapter I of The Call of the Wild (bundled).
 
 Real chunkers, the real packaged MiniLM and a real Qdrant Edge store; three questions whose gold
-spans are verbatim (line-wrapped) passages of those chapters.
+spans are verbatim (line-wrapped) passages of those chapters. The reranked mode runs a tiny
+randomly initialised Qwen3 reranker saved as a checkpoint folder.
 """
 
 from __future__ import annotations
@@ -14,21 +15,12 @@ import pytest
 from llama_index.core.schema import MetadataMode, NodeRelationship, RelatedNodeInfo, TextNode
 
 from litrag.cli import BUNDLED_BOOK, main
+from litrag.eval.embedding_cache import CachedEmbedder, EmbeddingCache, windowed_minilm_embedder
 from litrag.eval.intrinsic import boundary_pairs, boundary_similarity, pair_cosines
 from litrag.eval.metrics import rank_order
-from litrag.eval.retrieval import (
-    CHUNKERS,
-    CachedEmbedder,
-    EmbeddingCache,
-    chunk_book,
-    chunker_specs,
-    evaluate_retrieval,
-    load_books,
-    load_questions,
-    parse_modes,
-    text_view,
-    windowed_minilm_embedder,
-)
+from litrag.eval.questions import load_books, load_questions
+from litrag.eval.registry import CHUNKERS, chunk_book, chunker_specs
+from litrag.eval.retrieval import evaluate_retrieval, parse_modes, text_view
 from litrag.eval.spans import normalize
 from litrag.ingestion.gutenberg import load_book
 from litrag.query.bm25 import BM25Index
@@ -272,3 +264,114 @@ def test_cli_report_sections(
     for name in ("results-default.json", "results-tokens.json", "results-default.png"):
         assert (report.parent / name).exists(), name
     assert main([*base, "--section", "bad name"]) == 2
+
+
+# ------------------------------------------------------------------------------ rerank
+
+
+def tiny_qwen3_reranker(folder: Path) -> Path:
+    """A randomly initialised two-layer Qwen3 with a BPE tokenizer trained here, saved."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+    from litrag.query.rerank import ASSISTANT_SUFFIX, LITERARY_INSTRUCTION, SYSTEM_PREFIX
+
+    questions = [q["question"] for q in QUESTIONS]
+    corpus = [SYSTEM_PREFIX + ASSISTANT_SUFFIX, LITERARY_INSTRUCTION, "yes no", *questions]
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    core.train_from_iterator(corpus * 20, trainer)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        pad_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        clean_up_tokenization_spaces=False,
+    )
+    tok.add_tokens(["<think>", "</think>"])
+    torch.manual_seed(0)
+    config = Qwen3Config(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        initializer_range=0.3,
+        pad_token_id=tok.pad_token_id,
+    )
+    Qwen3ForCausalLM(config).eval().save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def test_rerank_mode_skipped_without_a_reranker(data: Path, tmp_path: Path, model) -> None:
+    said: list[str] = []
+    cache = EmbeddingCache(tmp_path / "embeddings.sqlite")
+    run = evaluate_retrieval(
+        load_questions(data / "questions.jsonl"),
+        data,
+        ["paragraphs"],
+        parse_modes(["bm25", "hybrid+rerank"], ["rrf"]),
+        cache_dir=tmp_path,
+        embedder=_embedder(cache, model),
+        intrinsic=False,
+        say=said.append,
+    )
+    cache.close()
+    assert run.config["modes"] == ["bm25"]
+    assert any("skipping hybrid-rrf a=0.5+rerank: no reranker" in m for m in said)
+
+
+def test_cli_reranker_adds_the_reranked_mode(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tiny_qwen3_reranker(tmp_path / "tiny-qwen3-reranker")
+    monkeypatch.setenv("LITRAG_HOME", str(tmp_path / "home"))
+    out = tmp_path / "report"
+    rc = main(
+        [
+            "eval",
+            "retrieval",
+            "--questions",
+            str(data / "questions.jsonl"),
+            "--books",
+            str(data),
+            "--chunkers",
+            "paragraphs",
+            "--modes",
+            "hybrid",
+            "--fusion",
+            "rrf",
+            "--alpha",
+            "0.5",
+            "--no-intrinsic",
+            "--reranker",
+            str(folder),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    report = json.loads((out / "retrieval.json").read_text(encoding="utf-8"))
+    assert report["config"]["modes"] == ["hybrid-rrf a=0.5", "hybrid-rrf a=0.5+rerank"]
+    assert report["config"]["reranker"] == "tiny-qwen3-reranker"
+    (row,) = report["chunkers"]
+    hybrid, reranked = row["modes"]["hybrid-rrf a=0.5"], row["modes"]["hybrid-rrf a=0.5+rerank"]
+    # the reranker reorders the hybrid top 20: what is in it is the same
+    assert reranked["over_questions"]["Hit@20"] == hybrid["over_questions"]["Hit@20"]
+    assert row["seconds"]["rerank"] > 0
+    assert "hybrid-rrf a=0.5+rerank" in (out / "retrieval.md").read_text(encoding="utf-8")

@@ -8,7 +8,6 @@ import pytest
 from llama_index.core.base.llms.types import MessageRole
 from scripted_llm import ScriptedLLM
 
-from litrag.eval.answers import ResultCache
 from litrag.eval.judge import (
     AA_SCALE,
     CR_SCALE,
@@ -18,6 +17,7 @@ from litrag.eval.judge import (
     format_references,
     parse_rating,
 )
+from litrag.eval.result_cache import ResultCache
 
 
 @pytest.mark.parametrize(

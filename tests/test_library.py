@@ -19,7 +19,8 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
 )
 
-from litrag.config import Settings, build_library
+from litrag.builders import build_library
+from litrag.settings import Settings
 
 FOOTER = "\n*** END OF THE PROJECT GUTENBERG EBOOK ***\n"
 

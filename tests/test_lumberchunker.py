@@ -12,8 +12,8 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.schema import BaseNode
 from scripted_llm import ScriptedLLM
 
-from litrag.eval.baselines import ParagraphNodeParser, dynamic_merge, word_count
-from litrag.eval.lumberchunker import (
+from litrag.chunkers.baselines import ParagraphNodeParser, dynamic_merge, word_count
+from litrag.chunkers.lumberchunker import (
     FALLBACK,
     LAST,
     VALID,

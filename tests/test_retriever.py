@@ -19,7 +19,7 @@ from llama_index.core.vector_stores.types import (
 )
 from test_library import library_at, short_book
 
-from litrag.config import Settings, build_embed_model
+from litrag.builders import build_embed_model
 from litrag.ingestion.library import Library
 from litrag.query.bm25 import BM25Encoder, BM25Index
 from litrag.query.retriever import (
@@ -30,6 +30,7 @@ from litrag.query.retriever import (
     loaded_books,
 )
 from litrag.query.stores import make_vector_store
+from litrag.settings import Settings
 
 ALICE, WILD = "pg11", "pg215"
 CHAPTERS = {ALICE: [1, 2, 3], WILD: [1, 2]}

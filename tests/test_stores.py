@@ -13,8 +13,9 @@ from llama_index.core.vector_stores.types import (
 )
 from test_library import short_book
 
-from litrag.config import Settings, build_library
+from litrag.builders import build_library
 from litrag.query.stores import make_vector_store, qdrant_client_settings, store_description
+from litrag.settings import Settings
 
 
 def test_url_settings_build_the_client_arguments():

@@ -10,7 +10,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from litrag.config import AnswerLLM, Settings, build_answer_llm
+from litrag.builders import AnswerLLM, build_answer_llm
+from litrag.settings import Settings
 
 BUNDLED_BOOK = Path(__file__).resolve().parent.parent / "data" / "pg215_call_of_the_wild.txt"
 

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from litrag.config import AnswerLLM, Settings, build_embed_model, build_parser, build_query_engine
+from litrag.builders import AnswerLLM, build_embed_model, build_parser, build_query_engine
 from litrag.embeddings import SentenceWindowEncoder
 from litrag.ingestion.library import BookRecord, IngestReport, Library
 from litrag.query.answer import CONDENSE_PROMPT, Answer, AnswerStream
 from litrag.query.retriever import RetrievalSettings, loaded_books
 from litrag.query.stores import EDGE_IDF_SCOPE, make_vector_store, store_description
+from litrag.settings import Settings
 
 logger = logging.getLogger(__name__)
 

@@ -1,1 +1,1 @@
-"""Retrieval evaluation: gold-span relevance, ranking metrics and reference chunkers."""
+"""Evaluation: gold-span relevance, metrics, the judge, the retrieval and answer runs, reports."""

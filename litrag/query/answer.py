@@ -17,6 +17,10 @@ in the library) raises ``ValueError`` before anything runs.
 
 Without an LLM the answer is *extractive*: the sentences of the top block that share the most
 BM25 weight with the question, labelled as such in the text itself.
+
+The module stays whole past 500 lines: the prompt, the answer and its sources, and the two engines
+that fill them are one protocol, and a change to one (a prompt field, what a source cites) is a
+change to the others.
 """
 
 from __future__ import annotations

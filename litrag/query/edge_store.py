@@ -12,16 +12,17 @@ On disk, one folder per collection::
     <path>/<collection_name>/shard/             the Edge shard (segments, WAL, edge_config.json)
     <path>/<collection_name>/litrag_store.json  our config, so a reopen needs no arguments
     <path>/<collection_name>/owner.json         which process holds the shard (for lock errors)
+
+The config and owner files are ``edge_schema``'s, filter translation is ``edge_filters``'s and
+hybrid fusion is ``fusion``'s. The module stays over 500 lines because the store class (about 430)
+is one LlamaIndex ``VectorStore`` whose open, write, read and query paths share one shard.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
-import socket
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -30,19 +31,34 @@ from pathlib import Path
 from typing import Any, Literal
 
 import qdrant_edge as qe
-from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
-    FilterCondition,
-    FilterOperator,
-    MetadataFilter,
     MetadataFilters,
     VectorStoreQuery,
     VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
+
+from litrag.query.edge_filters import match_any, metadata_filters_to_edge
+from litrag.query.edge_schema import (
+    CONFIG_FILE,
+    DOC_ID_KEY,
+    PAYLOAD_SCHEMA,
+    SHARD_DIR,
+    EdgeStoreConfig,
+    edge_config,
+    is_lock_error,
+    read_config,
+    read_owner,
+    remove_owner,
+    shard_dense_dim,
+    write_config,
+    write_owner,
+)
+from litrag.query.fusion import reciprocal_rank_fusion, relative_score_fusion
 
 logger = logging.getLogger(__name__)
 
@@ -55,26 +71,10 @@ WINDOW_VECTOR_NAME = "text-windows"
 # (dense_result, sparse_result, *, alpha, top_k) -> fused result, as in QdrantVectorStore.
 HybridFusionCallable = Callable[..., VectorStoreQueryResult]
 
-CONFIG_FILE = "litrag_store.json"
-OWNER_FILE = "owner.json"
-SHARD_DIR = "shard"
-DOC_ID_KEY = "doc_id"  # LlamaIndex's QdrantVectorStore deletes by this payload key
 NODE_ID_KEY = "_node_id"  # the original node id, kept flat beside the point's UUID
 # What metadata_dict_to_node reads: fetching only these halves query-side payload decoding.
 _NODE_KEYS = ["_node_content", "_node_type"]
 _ID_NAMESPACE = uuid.UUID("6f1c9a52-3d0e-4b8a-9c55-0b7e1d2f4a10")  # for non-UUID node ids
-
-PayloadIndexType = Literal["keyword", "integer", "float", "bool", "datetime", "uuid", "text"]
-_SCHEMA = {
-    "keyword": qe.PayloadSchemaType.Keyword,
-    "integer": qe.PayloadSchemaType.Integer,
-    "float": qe.PayloadSchemaType.Float,
-    "bool": qe.PayloadSchemaType.Bool,
-    "datetime": qe.PayloadSchemaType.Datetime,
-    "uuid": qe.PayloadSchemaType.Uuid,
-    "text": qe.PayloadSchemaType.Text,
-}
-_DISTANCE = {"cosine": qe.Distance.Cosine, "dot": qe.Distance.Dot, "euclid": qe.Distance.Euclid}
 
 
 class StoreLockedError(RuntimeError):
@@ -93,58 +93,6 @@ class StoreLockedError(RuntimeError):
             "time; close it or go through that process, or use a Qdrant server for concurrent "
             "writers (set QDRANT_URL)."
         )
-
-
-class EdgeStoreConfig(BaseModel):
-    """The structural settings of a collection, persisted beside the shard."""
-
-    format_version: int = Field(default=1, description="Layout version of this JSON file.")
-    dense_dim: int | None = Field(
-        default=None, description="Dense vector size; None until the first add supplies it."
-    )
-    distance: Literal["cosine", "dot", "euclid"] = Field(
-        default="cosine", description="Dense distance (cosine vectors are stored normalised)."
-    )
-    dense_vector_name: str = Field(
-        default="text-dense", description="Name of the dense vector (LlamaIndex's default)."
-    )
-    sparse_vector_name: str = Field(default="text-sparse", description="Name of the sparse vector.")
-    window_vector_name: str | None = Field(
-        default=None,
-        description=(
-            "Name of a multivector (MaxSim) of each node's sentence windows, which dense queries "
-            "then search instead of the one-per-node vector; None: no window vectors. Set when "
-            "the collection is created with a window_doc_fn."
-        ),
-    )
-    sparse_idf: bool = Field(
-        default=True, description="Let the engine apply IDF to sparse scores (BM25-style)."
-    )
-    payload_indexes: dict[str, PayloadIndexType] = Field(
-        default_factory=lambda: {
-            "book_id": "keyword",
-            "chapter_index": "integer",
-            DOC_ID_KEY: "keyword",
-            "ref_doc_id": "keyword",
-        },
-        description="Payload fields indexed for filtering; filters on others still work, slower.",
-    )
-    hnsw_m: int = Field(default=16, description="HNSW edges per node.")
-    hnsw_ef_construct: int = Field(
-        default=100, description="HNSW build beam; higher is better recall, slower optimize()."
-    )
-    full_scan_threshold_kb: int = Field(
-        default=20_000,
-        description=(
-            "Below this many KB of vectors (a segment, or a filter's estimated matches) search is "
-            "exact brute force instead of HNSW: ~20k 256-d or ~13k 384-d vectors. Keeps book-"
-            "filtered and small-collection search exact."
-        ),
-    )
-    indexing_threshold_kb: int | None = Field(
-        default=None,
-        description="Segments above this many KB of vectors get HNSW at optimize(); None: Edge's.",
-    )
 
 
 @dataclass
@@ -228,7 +176,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         **kwargs: Any,
     ) -> None:
         folder = Path(path) / collection_name
-        saved = _read_config(folder)
+        saved = read_config(folder)
         if saved is not None:
             if config is not None and config.model_dump(exclude={"dense_dim"}) != saved.model_dump(
                 exclude={"dense_dim"}
@@ -285,34 +233,6 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         collection that keeps window vectors."""
         self._window_doc_fn = window_doc_fn
 
-    def _edge_config(self) -> Any:
-        c = self.config
-        assert c.dense_dim is not None
-        distance = _DISTANCE[c.distance]
-        vectors = {c.dense_vector_name: qe.EdgeVectorParams(size=c.dense_dim, distance=distance)}
-        if c.window_vector_name:
-            vectors[c.window_vector_name] = qe.EdgeVectorParams(
-                size=c.dense_dim,
-                distance=distance,
-                multivector_config=qe.MultiVectorConfig(comparator=qe.MultiVectorComparator.MaxSim),
-            )
-        return qe.EdgeConfig(
-            vectors=vectors,
-            sparse_vectors={
-                c.sparse_vector_name: qe.EdgeSparseVectorParams(
-                    modifier=qe.Modifier.Idf if c.sparse_idf else None
-                )
-            },
-            hnsw_config=qe.HnswIndexConfig(
-                m=c.hnsw_m,
-                ef_construct=c.hnsw_ef_construct,
-                full_scan_threshold=c.full_scan_threshold_kb,
-            ),
-            optimizers=qe.EdgeOptimizersConfig(indexing_threshold=c.indexing_threshold_kb)
-            if c.indexing_threshold_kb is not None
-            else None,
-        )
-
     def _open(self) -> None:
         """Load or create the shard, translating Edge's lock failure into ``StoreLockedError``."""
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -321,20 +241,20 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             if existing:
                 shard = qe.EdgeShard.load(str(self._shard_dir))
             else:
-                shard = qe.EdgeShard.create(str(self._shard_dir), self._edge_config())
+                shard = qe.EdgeShard.create(str(self._shard_dir), edge_config(self.config))
         except Exception as e:
-            if _is_lock_error(e):
-                raise StoreLockedError(self.folder, _read_owner(self.folder)) from e
+            if is_lock_error(e):
+                raise StoreLockedError(self.folder, read_owner(self.folder)) from e
             raise
         self._shard = shard
-        _write_owner(self.folder)
+        write_owner(self.folder)
         if self.config.dense_dim is None:  # reopened without our JSON: take it from the shard
-            self.config.dense_dim = _shard_dense_dim(shard, self.config.dense_vector_name)
-        _write_config(self.folder, self.config)
+            self.config.dense_dim = shard_dense_dim(shard, self.config.dense_vector_name)
+        write_config(self.folder, self.config)
         have = set(shard.info().payload_schema)
         for field, kind in self.config.payload_indexes.items():
             if field not in have:
-                shard.update(qe.UpdateOperation.create_field_index(field, _SCHEMA[kind]))
+                shard.update(qe.UpdateOperation.create_field_index(field, PAYLOAD_SCHEMA[kind]))
 
     def close(self) -> None:
         """Flush and release the shard (and its lock). Safe to call twice."""
@@ -345,7 +265,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         finally:
             self._shard.close()
             self._shard = None
-            _remove_owner(self.folder)
+            remove_owner(self.folder)
 
     def __enter__(self) -> QdrantEdgeVectorStore:
         return self
@@ -455,7 +375,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             self._shard.close()
             self._shard = None
         shutil.rmtree(self._shard_dir, ignore_errors=True)
-        _remove_owner(self.folder)
+        remove_owner(self.folder)
         if self.config.dense_dim is not None:
             self._open()
 
@@ -602,7 +522,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
     def _query_filter(self, query: VectorStoreQuery) -> Any:
         must: list[Any] = []
         if query.doc_ids:
-            must.append(qe.FieldCondition(key=DOC_ID_KEY, match=_match_any(query.doc_ids)))
+            must.append(qe.FieldCondition(key=DOC_ID_KEY, match=match_any(query.doc_ids)))
         if query.node_ids:
             must.append(qe.HasIdCondition({node_id_to_point_id(n) for n in query.node_ids}))
         if query.filters is not None and query.filters.filters:
@@ -630,151 +550,6 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             sims.append(float(p.score))
             ids.append(node.node_id)
         return VectorStoreQueryResult(nodes=nodes, similarities=sims, ids=ids)
-
-
-# --------------------------------------------------------------------------------- filters
-def metadata_filters_to_edge(filters: MetadataFilters) -> Any:
-    """LlamaIndex ``MetadataFilters`` (nested, AND/OR/NOT) as a ``qdrant_edge.Filter``.
-
-    Operators follow LlamaIndex's QdrantVectorStore: EQ on a float is a closed range, NE/NIN use
-    Qdrant's "except" match (a point without the field does not match), IN is "any".
-    """
-    conds: list[Any] = []
-    for f in filters.filters:
-        if isinstance(f, MetadataFilters):
-            if f.filters:
-                conds.append(metadata_filters_to_edge(f))
-            continue
-        conds.append(_condition(f))
-    cond = filters.condition or FilterCondition.AND
-    if cond == FilterCondition.AND:
-        return qe.Filter(must=conds)
-    if cond == FilterCondition.OR:
-        return qe.Filter(should=conds)
-    if cond == FilterCondition.NOT:
-        return qe.Filter(must_not=conds)
-    raise NotImplementedError(f"filter condition {cond!r}")
-
-
-def _condition(f: MetadataFilter) -> Any:
-    op, key, v = f.operator or FilterOperator.EQ, f.key, f.value
-    fc = qe.FieldCondition
-    if op in (FilterOperator.EQ, FilterOperator.NE):
-        if isinstance(v, float):
-            c = fc(key=key, range=qe.RangeFloat(gte=v, lte=v))
-            return c if op == FilterOperator.EQ else qe.Filter(must_not=[c])
-        if op == FilterOperator.EQ:
-            return fc(key=key, match=qe.MatchValue(v))
-        return fc(key=key, match=_match_except([v]))
-    if op in (FilterOperator.GT, FilterOperator.GTE, FilterOperator.LT, FilterOperator.LTE):
-        bound = {
-            FilterOperator.GT: "gt",
-            FilterOperator.GTE: "gte",
-            FilterOperator.LT: "lt",
-            FilterOperator.LTE: "lte",
-        }[op]
-        return fc(key=key, range=qe.RangeFloat(**{bound: float(v)}))
-    if op in (FilterOperator.IN, FilterOperator.ANY):
-        return fc(key=key, match=_match_any(_as_list(v)))
-    if op == FilterOperator.NIN:
-        return fc(key=key, match=_match_except(_as_list(v)))
-    if op == FilterOperator.ALL:
-        return qe.Filter(must=[fc(key=key, match=qe.MatchValue(x)) for x in _as_list(v)])
-    if op == FilterOperator.CONTAINS:  # an array payload field holding v
-        return fc(key=key, match=qe.MatchValue(v))
-    if op in (FilterOperator.TEXT_MATCH, FilterOperator.TEXT_MATCH_INSENSITIVE):
-        return fc(key=key, match=qe.MatchText(str(v)))
-    if op == FilterOperator.IS_EMPTY:
-        return qe.IsEmptyCondition(key)
-    raise NotImplementedError(f"filter operator {op!r} is not supported by QdrantEdgeVectorStore")
-
-
-def _as_list(v: Any) -> list[Any]:
-    return list(v) if isinstance(v, (list, tuple, set)) else str(v).split(",")
-
-
-def _homogeneous(values: list[Any]) -> list[Any]:
-    """Edge's Match(Any|Except) take all-str or all-int lists (and turn a bool into 1)."""
-    if all(isinstance(x, int) and not isinstance(x, bool) for x in values):
-        return [int(x) for x in values]
-    if all(isinstance(x, str) for x in values):
-        return values
-    raise ValueError(f"IN/NIN values must be all strings or all integers, got {values!r}")
-
-
-def _match_any(values: list[Any]) -> Any:
-    return qe.MatchAny(_homogeneous(list(values)))
-
-
-def _match_except(values: list[Any]) -> Any:
-    return qe.MatchExcept(_homogeneous(list(values)))
-
-
-# --------------------------------------------------------------------------------- fusion
-def relative_score_fusion(
-    dense_result: VectorStoreQueryResult,
-    sparse_result: VectorStoreQueryResult,
-    alpha: float = 0.5,
-    top_k: int = 2,
-) -> VectorStoreQueryResult:
-    """LlamaIndex's QdrantVectorStore default: min-max normalise each list, then
-    ``alpha * dense + (1 - alpha) * sparse`` (a node missing from a list scores 0 there)."""
-    dense = _scored(dense_result)
-    sparse = _scored(sparse_result)
-    if not dense and not sparse:
-        return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-    if not sparse or not dense:
-        only = dense or sparse
-        return _result(only[:top_k])
-    nodes = {n.node_id: n for _, n in dense}
-    for _, n in sparse:
-        nodes.setdefault(n.node_id, n)
-    d, s = _minmax(dense), _minmax(sparse)
-    fused = [
-        ((1 - alpha) * s.get(nid, 0.0) + alpha * d.get(nid, 0.0), node)
-        for nid, node in nodes.items()
-    ]
-    fused.sort(key=lambda x: x[0], reverse=True)
-    return _result(fused[:top_k])
-
-
-def reciprocal_rank_fusion(
-    dense_result: VectorStoreQueryResult,
-    sparse_result: VectorStoreQueryResult,
-    alpha: float = 0.5,
-    top_k: int = 2,
-    k: int = 60,
-) -> VectorStoreQueryResult:
-    """Weighted RRF: ``alpha / (k + rank_dense) + (1 - alpha) / (k + rank_sparse)``."""
-    scores: dict[str, float] = {}
-    nodes: dict[str, BaseNode] = {}
-    for weight, res in ((alpha, dense_result), (1 - alpha, sparse_result)):
-        for rank, (_, node) in enumerate(_scored(res), start=1):
-            nodes.setdefault(node.node_id, node)
-            scores[node.node_id] = scores.get(node.node_id, 0.0) + weight / (k + rank)
-    fused = sorted(((sc, nodes[nid]) for nid, sc in scores.items()), key=lambda x: -x[0])
-    return _result(fused[:top_k])
-
-
-def _scored(res: VectorStoreQueryResult) -> list[tuple[float, BaseNode]]:
-    pairs = list(zip(res.similarities or [], res.nodes or [], strict=True))
-    pairs.sort(key=lambda x: x[0], reverse=True)
-    return pairs
-
-
-def _minmax(pairs: list[tuple[float, BaseNode]]) -> dict[str, float]:
-    lo, hi = min(s for s, _ in pairs), max(s for s, _ in pairs)
-    if hi == lo:
-        return {n.node_id: hi for _, n in pairs}
-    return {n.node_id: (s - lo) / (hi - lo) for s, n in pairs}
-
-
-def _result(pairs: list[tuple[float, BaseNode]]) -> VectorStoreQueryResult:
-    return VectorStoreQueryResult(
-        nodes=[n for _, n in pairs],
-        similarities=[s for s, _ in pairs],
-        ids=[n.node_id for _, n in pairs],
-    )
 
 
 # --------------------------------------------------------------------------------- BM25
@@ -827,61 +602,3 @@ def _record_to_node(rec: Any, dense_name: str) -> BaseNode:
     if isinstance(vec, dict) and vec.get(dense_name) is not None:
         node.embedding = list(vec[dense_name])
     return node
-
-
-def _shard_dense_dim(shard: Any, name: str) -> int | None:
-    recs, _ = shard.scroll(qe.ScrollRequest(limit=1, with_payload=False, with_vector=[name]))
-    if recs and isinstance(recs[0].vector, dict) and name in recs[0].vector:
-        return len(recs[0].vector[name])
-    return None
-
-
-def _is_lock_error(e: BaseException) -> bool:
-    msg = str(e)
-    return "WouldBlock" in msg or "lock" in msg.lower()
-
-
-def _read_config(folder: Path) -> EdgeStoreConfig | None:
-    p = folder / CONFIG_FILE
-    if not p.exists():
-        return None
-    return EdgeStoreConfig.model_validate_json(p.read_text(encoding="utf-8"))
-
-
-def _write_config(folder: Path, cfg: EdgeStoreConfig) -> None:
-    _atomic_write(folder / CONFIG_FILE, cfg.model_dump_json(indent=2))
-
-
-def _write_owner(folder: Path) -> None:
-    owner = {
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "command": " ".join(sys.argv)[:300],
-        "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-    _atomic_write(folder / OWNER_FILE, json.dumps(owner))
-
-
-def _read_owner(folder: Path) -> str | None:
-    try:
-        o = json.loads((folder / OWNER_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    this = " (this process)" if o.get("pid") == os.getpid() else ""
-    cmd = f" `{o['command']}`" if o.get("command") else ""
-    return f"pid {o.get('pid')}{this} on {o.get('host')}{cmd} since {o.get('since')}"
-
-
-def _remove_owner(folder: Path) -> None:
-    p = folder / OWNER_FILE
-    try:
-        if json.loads(p.read_text(encoding="utf-8")).get("pid") == os.getpid():
-            p.unlink()
-    except (OSError, ValueError):
-        pass
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

@@ -1,6 +1,5 @@
-"""Perplexity and margin-sampling chunkers: hand-computed boundary rules and loss bookkeeping, then
-real runs: SmolLM2 in process through llama.cpp (perplexity) and through the llama.cpp server's
-chat log-probabilities (margin sampling)."""
+"""The perplexity chunker: hand-computed boundary rules and loss bookkeeping, then real runs of
+SmolLM2 through llama.cpp, in a child process (and what a fault there does to the caller)."""
 
 from __future__ import annotations
 
@@ -12,14 +11,8 @@ import pytest
 from llama_index.core import Document
 from llama_index.core.schema import BaseNode
 
-from litrag.eval.baselines import ParagraphNodeParser
-from litrag.eval.logprob_chunkers import (
-    MarginSamplingNodeParser,
-    PerplexityNodeParser,
-    margin_from_logprobs,
-    perplexity_boundaries,
-    sentence_losses,
-)
+from litrag.chunkers.baselines import ParagraphNodeParser
+from litrag.chunkers.perplexity import PerplexityNodeParser, perplexity_boundaries, sentence_losses
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
 from litrag.segment.sentences import split_sentences
@@ -50,12 +43,6 @@ def test_perplexity_boundaries_by_hand() -> None:
     assert perplexity_boundaries(losses, 0.5) == [2]
     assert perplexity_boundaries(losses, 0.3) == [2, 5]
     assert perplexity_boundaries([1.0, 0.0], 0.5) == []  # no neighbour on the right
-
-
-def test_margin_from_top_logprobs() -> None:
-    assert margin_from_logprobs([("2", math.log(0.7)), ("1", math.log(0.2))]) == pytest.approx(0.5)
-    assert margin_from_logprobs([(" 1", math.log(0.9)), ("x", -0.1)]) == pytest.approx(-0.9)
-    assert margin_from_logprobs([("Yes", -0.1)]) is None
 
 
 def test_sentence_losses_windows_and_context() -> None:
@@ -117,39 +104,12 @@ def test_perplexity_chunker_with_llama_cpp(opening: Document, tmp_path: Path) ->
 
 
 @pytest.mark.llm
-def test_margin_sampling_through_llama_cpp_server(llama_server, tmp_path: Path) -> None:
-    from litrag.local_llm import openai_like
-
-    doc = Document(
-        text="Buck lived at a big house in the sun-kissed Santa Clara Valley. Judge Miller's "
-        "place, it was called. It stood back from the road, half hidden among the trees.\n\n"
-        "Manuel, one of the gardener's helpers, had one besetting sin. He loved to play "
-        "Chinese lottery. The wages of a gardener's helper do not lap over the needs of a wife.",
-        metadata={"book_id": "x"},
-    )
-    llm = openai_like(llama_server.api_base, llama_server.model, context_window=8192)
-    parser = MarginSamplingNodeParser(llm=llm, cache_dir=tmp_path)
-    nodes = parser.get_nodes_from_documents([doc])
-    n = len(split_sentences(doc.text))
-    s = parser.summary
-    assert s.decisions == s.llm_calls == n - 1
-    assert s.kept + s.split == n - 1 and s.no_digit < n - 1  # the server returned log-probs
-    assert len(nodes) == s.split + 1
-    assert_exact_slices(doc, nodes, overlap_ok=False)
-    again = MarginSamplingNodeParser(llm=llm, cache_dir=tmp_path)
-    assert [x.get_content() for x in again.get_nodes_from_documents([doc])] == [
-        x.get_content() for x in nodes
-    ]
-    assert again.summary.cached_calls == n - 1 and again.summary.llm_calls == 0
-
-
-@pytest.mark.llm
 def test_perplexity_scorer_fault_ends_the_child_not_the_caller(opening: Document) -> None:
     """llama.cpp runs in a child: a fault there (SIGILL here) is a clear error in the caller."""
     import os
     import signal
 
-    from litrag.eval.logprob_chunkers import ChildTokenLogprobs
+    from litrag.chunkers.perplexity import ChildTokenLogprobs
     from litrag.local_llm import LocalModelError, smollm2_path
 
     scorer = ChildTokenLogprobs(smollm2_path(), n_ctx=512)

@@ -1,4 +1,4 @@
-"""Reference chunkers for the retrieval benchmark, each a LlamaIndex ``NodeParser``.
+"""The LitSeg paper's reference chunkers, each a LlamaIndex ``NodeParser``.
 
 Configured as in the LitSeg paper (Appendix G, Table 19) and ``shared/MODELS.md``:
 
@@ -13,8 +13,8 @@ Configured as in the LitSeg paper (Appendix G, Table 19) and ``shared/MODELS.md`
 - ``semantic_chunker``: LlamaIndex ``SemanticSplitterNodeParser`` (LangChain's SemanticChunker
   idea, which the paper cites): one-sentence buffer, breakpoints where the cosine distance of
   neighbouring sentence groups exceeds its 95th percentile within the document (both libraries'
-  defaults; the paper names no other setting). Needs an embedding model: the packaged MiniLM by
-  default, the harness's cached embedder in ``litrag eval retrieval``.
+  defaults; the paper names no other setting). Needs an embedding model, any LlamaIndex
+  ``BaseEmbedding`` (``litrag eval retrieval`` passes its cached MiniLM).
 
 Every node's text is an exact slice of its document with ``start_char_idx``/``end_char_idx`` set
 (LlamaIndex's own post-processing re-finds offsets with ``str.find`` and, for the metadata-aware
@@ -37,17 +37,15 @@ from llama_index.core.node_parser import (
     TokenTextSplitter,
 )
 from llama_index.core.node_parser.interface import NodeParser, TextSplitter
-from llama_index.core.schema import (
-    BaseNode,
-    Document,
-    MetadataMode,
-    NodeRelationship,
-    RelatedNodeInfo,
-    TextNode,
-)
-from llama_index.core.utils import get_tqdm_iterable
+from llama_index.core.schema import BaseNode, MetadataMode
 
-Span = tuple[int, int]
+from litrag.chunkers.base import (
+    ExactOffsetsNodeParser,
+    Span,
+    SpanNodeParser,
+    slice_node,
+    strip_span,
+)
 
 # Table 19: "paragraph break, newline, period, comma, semicolon, colon, and space".
 PAPER_SEPARATORS = ("\n\n", "\n", ".", ",", ";", ":", " ")
@@ -59,76 +57,6 @@ _BLANK_RUN = re.compile(r"\n[ \t\f\v]*\n\s*")
 
 def word_count(text: str) -> int:
     return len(text.split())
-
-
-def _strip_span(text: str, start: int, end: int) -> Span | None:
-    """The span without its outer whitespace; None when nothing else is left."""
-    piece = text[start:end]
-    stripped = piece.strip()
-    if not stripped:
-        return None
-    lead = len(piece) - len(piece.lstrip())
-    return start + lead, start + lead + len(stripped)
-
-
-def _node(
-    parser: NodeParser,
-    doc: BaseNode,
-    source: RelatedNodeInfo,
-    text: str,
-    span: Span | None,
-    i: int,
-    **extra: Any,
-) -> TextNode:
-    """A node for ``text[span]`` (or all of ``text``, offsets unknown, when ``span`` is None)
-    with the document's metadata and metadata settings."""
-    start, end = span if span is not None else (None, None)
-    return TextNode(
-        id_=parser.id_func(i, doc),
-        text=text[start:end],
-        start_char_idx=start,
-        end_char_idx=end,
-        metadata={**doc.metadata, **extra},
-        excluded_embed_metadata_keys=[*doc.excluded_embed_metadata_keys, *extra],
-        excluded_llm_metadata_keys=[*doc.excluded_llm_metadata_keys, *extra],
-        metadata_separator=doc.metadata_separator,
-        metadata_template=doc.metadata_template,
-        relationships={NodeRelationship.SOURCE: source},
-    )
-
-
-class _ExactOffsets(NodeParser):
-    """Keeps the offsets a parser set instead of the base class's ``str.find`` guesses."""
-
-    def _postprocess_parsed_nodes(
-        self, nodes: list[BaseNode], parent_doc_map: dict[str, Document]
-    ) -> list[BaseNode]:
-        spans = [
-            (getattr(n, "start_char_idx", None), getattr(n, "end_char_idx", None)) for n in nodes
-        ]
-        nodes = super()._postprocess_parsed_nodes(nodes, parent_doc_map)
-        for node, (a, b) in zip(nodes, spans, strict=True):
-            if isinstance(node, TextNode):
-                node.start_char_idx, node.end_char_idx = a, b
-        return nodes
-
-
-class SpanNodeParser(_ExactOffsets):
-    """A chunker defined by the [start, end) spans it cuts from each document's text."""
-
-    def split_spans(self, text: str) -> list[Span]:
-        raise NotImplementedError
-
-    def _parse_nodes(
-        self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
-    ) -> list[BaseNode]:
-        out: list[BaseNode] = []
-        for doc in get_tqdm_iterable(nodes, show_progress, "Chunking"):
-            text = doc.get_content(metadata_mode=MetadataMode.NONE)
-            source = doc.as_related_node_info()  # hashes the document: once per document
-            for span in self.split_spans(text):
-                out.append(_node(self, doc, source, text, span, len(out)))
-        return out
 
 
 class TextSplitterNodeParser(SpanNodeParser):
@@ -158,7 +86,7 @@ def _locate(text: str, chunks: Sequence[str], who: str, strip: bool = False) -> 
         at = text.find(chunk, cursor)
         if at < 0:
             raise ValueError(f"{who} chunk not found verbatim")
-        span = _strip_span(text, at, at + len(chunk)) if strip else (at, at + len(chunk))
+        span = strip_span(text, at, at + len(chunk)) if strip else (at, at + len(chunk))
         if span is not None:
             spans.append(span)
         cursor = at + 1
@@ -237,14 +165,14 @@ class RecursiveCharacterNodeParser(SpanNodeParser):
         for a, b in splits:
             n = b - a
             if total + n > self.chunk_size and current:
-                if (s := _strip_span(text, current[0][0], current[-1][1])) is not None:
+                if (s := strip_span(text, current[0][0], current[-1][1])) is not None:
                     out.append(s)
                 while total > self.chunk_overlap or (total + n > self.chunk_size and total > 0):
                     total -= current[0][1] - current[0][0]
                     current = current[1:]
             current.append((a, b))
             total += n
-        if current and (s := _strip_span(text, current[0][0], current[-1][1])) is not None:
+        if current and (s := strip_span(text, current[0][0], current[-1][1])) is not None:
             out.append(s)
         return out
 
@@ -259,10 +187,10 @@ class ParagraphNodeParser(SpanNodeParser):
     def split_spans(self, text: str) -> list[Span]:
         cuts = [(m.start(), m.end()) for m in _BLANK_RUN.finditer(text)]
         bounds = zip([0] + [e for _, e in cuts], [s for s, _ in cuts] + [len(text)], strict=True)
-        return [s for a, b in bounds if (s := _strip_span(text, a, b)) is not None]
+        return [s for a, b in bounds if (s := strip_span(text, a, b)) is not None]
 
 
-class DynamicMergeNodeParser(_ExactOffsets):
+class DynamicMergeNodeParser(ExactOffsetsNodeParser):
     """Greedily merge neighbouring nodes of ``base`` (same document) while the words sum <= max.
 
     The paper's rule: C_i and C_i+1 merge when |C_i| + |C_i+1| <= 200 words, applied left to
@@ -312,10 +240,10 @@ class DynamicMergeNodeParser(_ExactOffsets):
         extra = {"merged_nodes": len(group)}
         if None in starts or None in ends:  # no offsets: join the texts, offsets unknown
             text = "\n\n".join(n.get_content(metadata_mode=MetadataMode.NONE) for n in group)
-            return _node(self, doc, source, text, None, i, **extra)
+            return slice_node(self, doc, source, text, None, i, **extra)
         text = doc.get_content(metadata_mode=MetadataMode.NONE)
         span = (min(s for s in starts if s is not None), max(e for e in ends if e is not None))
-        return _node(self, doc, source, text, span, i, **extra)
+        return slice_node(self, doc, source, text, span, i, **extra)
 
 
 class SemanticNodeParser(SpanNodeParser):
@@ -351,15 +279,11 @@ class SemanticNodeParser(SpanNodeParser):
 
 
 def semantic_chunker(
-    embed_model: BaseEmbedding | None = None,
+    embed_model: BaseEmbedding,
     breakpoint_percentile_threshold: int = SEMANTIC_PERCENTILE,
     buffer_size: int = SEMANTIC_BUFFER,
 ) -> SemanticNodeParser:
-    """The semantic baseline; ``embed_model`` defaults to the packaged MiniLM (windowed)."""
-    if embed_model is None:
-        from litrag.embeddings import WindowedEmbedding
-
-        embed_model = WindowedEmbedding()
+    """The semantic baseline over ``embed_model`` (``litrag eval`` passes the packaged MiniLM)."""
     splitter = SemanticSplitterNodeParser.from_defaults(
         embed_model=embed_model,
         breakpoint_percentile_threshold=breakpoint_percentile_threshold,
@@ -378,7 +302,7 @@ def dynamic_merge(base: NodeParser, max_words: int = MERGE_WORDS) -> DynamicMerg
     return DynamicMergeNodeParser(base=base, max_words=max_words)
 
 
-# The reference chunkers by report name, each built fresh by calling it.
+# The paper's configurations by name (report labels), each built fresh by calling it.
 BASELINES: dict[str, Callable[[], NodeParser]] = {
     "token 200/40": token_chunker,
     "recursive 1000/200": RecursiveCharacterNodeParser,

@@ -34,7 +34,8 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from litrag.eval.baselines import ParagraphNodeParser, Span, _ExactOffsets, _node
+from litrag.chunkers.base import ExactOffsetsNodeParser, Span, run_sync, slice_node
+from litrag.chunkers.baselines import ParagraphNodeParser
 from litrag.segment.cache import ResponseCache
 from litrag.segment.llm_calls import LLMCaller, LLMUnavailableError, Sampling, llm_identity
 from litrag.segment.sentences import split_sentences
@@ -126,7 +127,7 @@ class _Cut:
     attempts: int
 
 
-class LumberChunkerNodeParser(_ExactOffsets):
+class LumberChunkerNodeParser(ExactOffsetsNodeParser):
     """LumberChunker: an LLM picks the first unit of each window where the content shifts."""
 
     llm: LLM | None = Field(default=None, exclude=True, description="The LLM that picks cuts.")
@@ -306,7 +307,7 @@ class LumberChunkerNodeParser(_ExactOffsets):
     def _parse_nodes(
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
     ) -> list[BaseNode]:
-        return _run_sync(self._aparse_nodes(nodes, show_progress=show_progress, **kwargs))
+        return run_sync(self._aparse_nodes(nodes, show_progress=show_progress, **kwargs))
 
     async def _aparse_nodes(
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
@@ -342,7 +343,7 @@ class LumberChunkerNodeParser(_ExactOffsets):
             for cut in cuts:
                 span = (units[cut.start][0], units[cut.end - 1][1])
                 out.append(
-                    _node(
+                    slice_node(
                         self,
                         doc,
                         source,
@@ -359,15 +360,3 @@ class LumberChunkerNodeParser(_ExactOffsets):
         self._summary.chunks += len(out)
         self._summary.seconds += time.perf_counter() - t0
         return out
-
-
-def _run_sync(coro: Any) -> Any:
-    """Run a coroutine from sync code, also inside a running event loop (notebooks)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()

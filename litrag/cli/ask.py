@@ -1,0 +1,200 @@
+"""Asking: ``litrag ask`` (a streamed, cited answer) and ``litrag chat`` (the Gradio UI).
+
+While ``litrag chat`` holds the embedded store, ``litrag ask`` hands its question to that UI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from litrag.cli.common import settings_from_args
+
+
+def _close_store(engine: Any) -> None:
+    store = engine.retriever.vector_store
+    if hasattr(store, "close"):
+        store.close()
+
+
+def _cmd_ask(args: argparse.Namespace) -> int:
+    """`litrag ask`: a streamed, cited answer; failures are one line and keep the sources."""
+    from litrag.builders import build_answer_llm, build_query_engine
+    from litrag.ingestion.library import Library
+    from litrag.local_llm import LocalModelError
+    from litrag.query.edge_store import StoreLockedError
+    from litrag.query.retriever import RetrievalSettings, UnknownBookError
+    from litrag.settings import Settings
+
+    def fail(msg: str, code: int = 2) -> int:
+        print(f"error: {msg}", file=sys.stderr)
+        return code
+
+    question = " ".join(args.question.split())
+    if not question:
+        return fail("the question is empty")
+    # SIGTERM runs the `finally` below too: the local LLM server must not outlive us.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    s = Settings()
+    if args.timeout is not None:
+        s.llm_timeout = args.timeout
+    books = args.book or [r.book_id for r in Library.read_registry(s.home)][:2]
+    if len(books) != 1 and not args.book:  # no --book: fine only when one book is loaded
+        return fail(
+            "choose a book with --book ID (see: litrag books)"
+            if books
+            else f"no books in {s.home}; add one with: litrag ingest BOOK.txt"
+        )
+    try:
+        retrieval = RetrievalSettings.from_env(args.retrieval or s.retrieval)
+        if args.top_k:
+            retrieval.top_k = args.top_k
+        engine = build_query_engine(s, books, upto_chapter=args.upto_chapter, retrieval=retrieval)
+    except StoreLockedError as exc:  # a running chat UI holds the library: ask through it
+        return _ask_through_ui(args, s, books, question, exc)
+    except (UnknownBookError, ValueError) as exc:
+        return fail(str(exc))
+    answer_llm = None
+    llm_error = None
+    try:
+        if not args.no_llm:
+            if not s.llm_url and not args.json:
+                print(f"starting the local LLM ({s.local_llm}) ...", file=sys.stderr)
+            try:
+                answer_llm = build_answer_llm(s)
+            except LocalModelError as exc:  # keep going: the retrieval results are still shown
+                llm_error = f"the local LLM did not start: {str(exc).splitlines()[0]}"
+            else:
+                engine.llm, engine.answered_by = answer_llm.llm, answer_llm.description
+                engine.llm_health = answer_llm.diagnose
+        stream = engine.ask(question)
+        _close_store(engine)  # the sources are in hand: free the library for other processes
+        if not args.json:
+            for piece in stream:
+                print(piece, end="", flush=True)
+            print()
+        answer = stream.answer()
+        if llm_error:  # the answer above is extractive (labelled so); say why
+            answer.error = llm_error
+    finally:
+        if answer_llm is not None:
+            answer_llm.close()
+        _close_store(engine)
+    return _print_answer(args, answer)
+
+
+def _print_answer(args: argparse.Namespace, answer: Any) -> int:
+    """The end of `litrag ask`: JSON, or the error line and the sources (the text streamed)."""
+    if args.json:
+        print(json.dumps(answer.model_dump(), indent=2, ensure_ascii=False))
+    else:
+        if answer.error:
+            print(f"error: {answer.error}", file=sys.stderr)
+        limit = f", up to chapter {args.upto_chapter}" if args.upto_chapter is not None else ""
+        print(f"\nSources ({answer.retrieval}{limit}; answered by {answer.answered_by}):")
+        for src in answer.sources:
+            print(src.citation())
+            text = " ".join(src.text.split())
+            if not args.full and len(text) > 400:
+                text = text[:400].rsplit(" ", 1)[0] + " ..."
+            print(f"    {text}")
+        if not answer.sources:
+            print("(none)")
+    return 1 if answer.error else 0
+
+
+def _ask_through_ui(
+    args: argparse.Namespace, s: Any, books: list[str], question: str, exc: Exception
+) -> int:
+    """`litrag ask` while `litrag chat` holds the store: the UI's /answer API answers."""
+    from litrag.app.handoff import UIError, ask_via_ui, running_ui
+
+    ui = running_ui(s.home)
+    if ui is None:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not args.json:
+        print(f"(asking through {ui.describe()})", file=sys.stderr)
+    try:
+        stream = ask_via_ui(
+            ui,
+            question,
+            books,
+            upto_chapter=args.upto_chapter,
+            use_llm=not args.no_llm,
+            retrieval=args.retrieval,
+            top_k=args.top_k,
+        )
+        for piece in stream:
+            if not args.json:
+                print(piece, end="", flush=True)
+        if not args.json:
+            print()
+        answer = stream.answer()
+    except UIError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return _print_answer(args, answer)
+
+
+def _cmd_chat(args: argparse.Namespace) -> int:
+    """`litrag chat`: the Gradio UI (an empty library first gets the bundled book)."""
+    from litrag.app.serve import run_chat
+
+    s = settings_from_args(args)
+    paths = list(args.paths or [])
+    if args.book_dir:
+        paths.append(args.book_dir)
+    return run_chat(
+        s,
+        host=args.host,
+        port=args.port,
+        paths=paths,
+        no_llm=args.no_llm,
+        share=args.share,
+    )
+
+
+def add_parsers(sub: Any) -> None:
+    """The ``ask`` and ``chat`` commands and their flags."""
+    ask = sub.add_parser("ask", help="answer a question about a book, with its sources")
+    ask.add_argument("question", help="the question, in quotes")
+    ask.add_argument(
+        "--book",
+        action="append",
+        help="book id (see `litrag books`); repeat for several; optional with one book loaded",
+    )
+    ask.add_argument(
+        "--upto-chapter",
+        type=int,
+        metavar="N",
+        help="spoiler limit: use nothing past chapter N (1-based reading order)",
+    )
+    ask.add_argument("--no-llm", action="store_true", help="extractive answer, no LLM")
+    ask.add_argument("--json", action="store_true", help="print the answer as one JSON object")
+    ask.add_argument("--retrieval", choices=["embedded", "paper"], help="retrieval preset")
+    ask.add_argument("--top-k", type=int, help="blocks given to the LLM (default 5)")
+    ask.add_argument(
+        "--timeout", type=float, help="seconds the LLM may stay silent (default 120; local 900)"
+    )
+    ask.add_argument("--full", action="store_true", help="print whole passages, not excerpts")
+    ask.set_defaults(func=_cmd_ask)
+
+    cht = sub.add_parser("chat", help="the chat UI in the browser (Gradio), on 127.0.0.1")
+    cht.add_argument("paths", nargs="*", type=Path, help="books (files or folders) to add first")
+    cht.add_argument("--book-dir", type=Path, help="a folder of .txt books to add first")
+    cht.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    cht.add_argument("--port", type=int, default=7860, help="port (default 7860)")
+    cht.add_argument("--no-llm", action="store_true", help="extractive answers, no LLM")
+    cht.add_argument("--max-mb", type=float, help="upload size limit in MB (default 16)")
+    cht.add_argument("--segmenter", choices=["offline", "litseg-lite", "litseg"])
+    cht.add_argument(
+        "--share", action="store_true", help="a public Gradio link (off by default; needs internet)"
+    )
+    cht.set_defaults(func=_cmd_chat)

@@ -1,0 +1,344 @@
+"""``litrag eval retrieval`` and ``litrag eval answers``: the evaluation harness's commands."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from litrag import settings
+from litrag.cli.common import llm_from_args
+
+
+def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
+    """`litrag eval retrieval`: every chunker x mode on a question set, reports into --out."""
+    import shlex
+
+    from litrag.eval.questions import load_questions
+    from litrag.eval.registry import LLM_CHUNKERS, ChunkerLLM
+    from litrag.eval.report import check_section, markdown, write_reports, write_section
+    from litrag.eval.retrieval import evaluate_retrieval, parse_modes
+    from litrag.local_llm import LocalModelError
+
+    data = Path(os.environ.get("LITRAG_DATA") or "../shared/data")
+    qfile = args.questions or data / "gutenqa" / "questions.jsonl"
+    books = args.books or qfile.resolve().parent.parent
+    out = args.out or settings.home() / "eval-results"
+    if args.report is not None:
+        try:
+            if args.report.suffix != ".md":
+                raise ValueError(f"--report wants a .md path, got {args.report}")
+            check_section(args.section)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+
+    def report(run: Any, cmd: str) -> dict[str, Path]:
+        if args.report is None:
+            return write_reports(run, out, cmd)
+        return write_section(run, args.report, args.section, cmd)
+
+    command = "litrag " + " ".join(shlex.quote(a) for a in args.argv)
+    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    chunkers = args.chunkers.split(",")
+    kinds = args.modes.split(",")
+    if args.reranker and "hybrid+rerank" not in kinds:
+        kinds.append("hybrid+rerank")
+    wants_llm = [k for k in chunkers if k in LLM_CHUNKERS]
+    if (args.llm_url or args.local_llm) and not wants_llm:
+        say("note: an LLM is given but no LLM chunker is chosen (" + ", ".join(LLM_CHUNKERS) + ")")
+    server = None
+    try:
+        questions = load_questions(qfile)
+        if args.only_books:
+            wanted = args.only_books.split(",")
+            questions = [q for q in questions if any(w in q.book_file for w in wanted)]
+        modes = parse_modes(
+            kinds,
+            args.fusion.split(","),
+            [float(a) for a in args.alpha.split(",")],
+        )
+        setup = None
+        if wants_llm:
+            llm, identity, path = llm_from_args(args), "", None
+            if llm is None and args.local_llm:
+                from litrag.local_llm import LlamaServer, local_model_path, openai_like
+
+                if threading.current_thread() is threading.main_thread():
+                    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the server too
+                path = local_model_path(args.local_llm)
+                say(f"starting the local LLM {path.name} (llama.cpp, n_ctx {args.n_ctx}) ...")
+                server = LlamaServer(path, n_ctx=args.n_ctx, n_threads=args.llm_threads).start()
+                llm = openai_like(
+                    server.api_base, server.model, context_window=args.n_ctx, timeout=args.timeout
+                )
+                identity = f"llama.cpp:{path.name}"  # stable across runs; the port is not
+            if llm is not None:
+                workers = args.workers or (1 if server is not None else 4)
+                setup = ChunkerLLM(
+                    llm,
+                    identity=identity,
+                    workers=workers,
+                    max_unit_words=args.max_unit_words,
+                    max_retries=args.max_retries,
+                    timeout=args.timeout,
+                    model_path=path if server is not None else None,
+                )
+        reranker = None
+        if args.reranker:
+            from litrag.query.rerank import Qwen3Reranker
+
+            reranker = Qwen3Reranker(model_path=args.reranker, top_n=None)
+        run = evaluate_retrieval(
+            questions,
+            books,
+            chunkers,
+            modes,
+            cache_dir=args.cache_dir or settings.home() / "eval-cache",
+            top_k=args.top_k,
+            candidates=args.candidates,
+            view=args.view,
+            dense_vectors=args.dense_vectors,
+            bm25_avg_len=args.bm25_avg_len,
+            intrinsic=not args.no_intrinsic,
+            llm=setup,
+            reranker=reranker,
+            max_chapters=args.max_chapters,
+            say=say,
+            on_chunker=lambda partial: report(partial, command + "  # (partial)"),
+        )
+    except (OSError, ValueError, LocalModelError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if server is not None:
+            server.stop()
+    paths = report(run, command)
+    print(markdown(run, command))
+    print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
+    return 0
+
+
+def _cmd_eval_answers(args: argparse.Namespace) -> int:
+    """`litrag eval answers`: answer a question set, score it (and judge it), reports into --out."""
+    import shlex
+
+    from litrag.builders import build_answer_llm
+    from litrag.eval.answer_metrics import AnswerScorer
+    from litrag.eval.answer_report import markdown, write_reports
+    from litrag.eval.answers import Generator, evaluate_answers
+    from litrag.eval.judge import build_judge
+    from litrag.eval.questions import DATASETS, load_answer_questions, select_questions
+    from litrag.local_llm import LocalModelError
+    from litrag.query.edge_store import StoreLockedError
+    from litrag.query.retriever import RetrievalSettings, UnknownBookError
+    from litrag.settings import Settings, focus_words
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():  # the LLM server must not outlive us
+        previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    data = Path(os.environ.get("LITRAG_DATA") or "../shared/data")
+    qfile = args.questions or data / DATASETS[args.dataset]
+    books = args.books or qfile.resolve().parent.parent
+    out = args.out or settings.home() / "eval-results"
+    cache_dir = args.cache_dir or settings.home() / "eval-cache"
+    command = "litrag " + " ".join(shlex.quote(a) for a in args.argv)
+    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    s = Settings()
+    if args.timeout is not None:
+        s.llm_timeout = args.timeout
+    answer_llm = judge_closer = None
+    try:
+        questions, dropped = load_answer_questions(qfile, args.dataset, books)
+        wanted = args.only_books.split(",") if args.only_books else []
+        questions, dropped_ids = select_questions(questions, wanted, args.limit, dropped)
+        if not questions:
+            raise ValueError(f"no questions left in {qfile} after --only-books / --limit")
+        retrieval = RetrievalSettings.from_env(args.retrieval or s.retrieval)
+        if args.top_k:
+            retrieval.top_k = args.top_k
+        order = args.passage_order or s.passage_order
+        words = focus_words(s) if args.focus_words is None else max(args.focus_words, 0)
+        generator = Generator(
+            answer_tokens=args.answer_tokens, passage_order=order, focus_words=words
+        )
+        if not args.no_llm:
+            if not s.llm_url:
+                say(f"starting the local LLM ({s.local_llm}) ...")
+            answer_llm = build_answer_llm(s, max_tokens=args.answer_tokens)
+            generator = Generator(
+                answer_llm.llm, answer_llm.description, args.answer_tokens, order, words
+            )
+        judge, judge_closer = build_judge(
+            s,
+            local=args.judge == "local",
+            url=args.judge_url,
+            model=args.judge_model,
+            answer_llm=answer_llm,
+            max_retries=args.judge_retries,
+            timeout=args.timeout,
+        )
+        run = evaluate_answers(
+            questions,
+            books,
+            cache_dir=cache_dir,
+            dataset=args.dataset,
+            chunker=args.chunker,
+            generator=generator,
+            judge=judge,
+            scorer=AnswerScorer.create(args.bertscore or os.environ.get("LITRAG_BERTSCORE_MODEL")),
+            retrieval=retrieval,
+            library=s if args.library else None,
+            dropped=dropped_ids,
+            say=say,
+        )
+    except (OSError, ValueError, LocalModelError, StoreLockedError, UnknownBookError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        for held in (answer_llm, judge_closer):
+            if held is not None:
+                held.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    paths = write_reports(run, out, command)
+    print(markdown(run, command))
+    print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    """The ``eval`` command group: ``retrieval`` and ``answers``, and their flags."""
+    from litrag.eval.registry import ALL_CHUNKERS, DEFAULT_CHUNKERS
+    from litrag.eval.retrieval import DEFAULT_TOP_K
+
+    ev = sub.add_parser("eval", help="evaluation harness").add_subparsers(
+        dest="what", required=True
+    )
+    er = ev.add_parser("retrieval", help="GutenQA-style retrieval, every chunker side by side")
+    er.add_argument("--questions", type=Path, help="JSONL (default: $LITRAG_DATA/gutenqa/...)")
+    er.add_argument("--books", type=Path, help="where book_file paths resolve (default: data dir)")
+    er.add_argument("--only-books", help="comma list of substrings of book_file to keep")
+    er.add_argument(
+        "--chunkers",
+        default=",".join(DEFAULT_CHUNKERS),
+        help=f"comma list of {', '.join(ALL_CHUNKERS)} (default: every chunker that needs no LLM; "
+        "the LLM ones are opt-in)",
+    )
+    er.add_argument(
+        "--modes",
+        default="dense,bm25,hybrid",
+        help="dense, bm25, hybrid, hybrid+rerank (added by --reranker)",
+    )
+    er.add_argument("--fusion", default="rsf,rrf", help="hybrid fusions: rsf (relative score), rrf")
+    er.add_argument(
+        "--alpha", default="0.3,0.5", help="dense weight(s) in hybrid (0.3: the embedded preset)"
+    )
+    er.add_argument("--top-k", type=int, default=DEFAULT_TOP_K)
+    er.add_argument("--candidates", type=int, help="per-list depth before fusion (default top-k)")
+    er.add_argument(
+        "--view",
+        choices=["embed", "text"],
+        default="embed",
+        help="index the embedding view (metadata, subtitle, context) or bare text",
+    )
+    er.add_argument(
+        "--dense-vectors",
+        choices=["windows", "block"],
+        default="windows",
+        help="dense search over each chunk's sentence windows (MaxSim, as the library) or one "
+        "vector per chunk",
+    )
+    er.add_argument("--bm25-avg-len", type=float, help="fixed BM25 avg_len (default: per book)")
+    er.add_argument("--no-intrinsic", action="store_true", help="skip the boundary metric")
+    er.add_argument("--cache-dir", type=Path, help="default: $LITRAG_HOME/eval-cache")
+    er.add_argument("--out", type=Path, help="report folder (default: $LITRAG_HOME/eval-results)")
+    er.add_argument(
+        "--report",
+        type=Path,
+        help="write the run as one section of this .md (JSON and plot beside it) instead of "
+        "--out; other sections stay: `--report docs/results.md` refreshes the repo's numbers",
+    )
+    er.add_argument(
+        "--section",
+        default="default",
+        help="section of --report this run replaces (default: default)",
+    )
+    er.add_argument(
+        "--max-chapters",
+        type=int,
+        help="only each book's first N chapters (a sub-corpus for slow chunkers; questions "
+        "outside are dropped)",
+    )
+    er.add_argument("--llm-url", help="LLM chunkers: OpenAI-compatible endpoint (…/v1)")
+    er.add_argument("--model", help="model name at --llm-url")
+    er.add_argument(
+        "--local-llm",
+        choices=["smollm2", "qwen2.5-1.5b"],
+        help="LLM chunkers: start the packaged llama.cpp model (needs the local-llm extra)",
+    )
+    er.add_argument("--n-ctx", type=int, default=8192, help="context of the local LLM")
+    er.add_argument(
+        "--llm-threads",
+        type=int,
+        help="threads of the local LLM (default: all cores; 1 is faster on a busy machine)",
+    )
+    er.add_argument(
+        "--workers", type=int, help="LLM calls in flight (default 4; 1 with --local-llm)"
+    )
+    er.add_argument(
+        "--max-unit-words",
+        type=int,
+        default=25_000,
+        help="LitSeg: split longer chapters first (lower it for small-context LLMs)",
+    )
+    er.add_argument("--max-retries", type=int, default=20, help="LLM chunkers: retries (paper)")
+    er.add_argument("--timeout", type=float, default=600.0, help="seconds per LLM call")
+    er.add_argument(
+        "--reranker", type=Path, help="local Qwen3-Reranker checkpoint: adds hybrid+rerank modes"
+    )
+    er.set_defaults(func=_cmd_eval_retrieval)
+
+    ea = ev.add_parser("answers", help="answer a question set and score the answers")
+    ea.add_argument("--dataset", choices=["gutenqa", "literaryqa"], default="gutenqa")
+    ea.add_argument("--questions", type=Path, help="JSONL (default: the dataset's file in data)")
+    ea.add_argument("--books", type=Path, help="where book files resolve (default: data dir)")
+    ea.add_argument("--only-books", help="comma list of substrings of book_file to keep")
+    ea.add_argument("--limit", type=int, help="the first N questions (after --only-books)")
+    ea.add_argument("--chunker", default="litseg-offline", help="a chunker of `eval retrieval`")
+    ea.add_argument(
+        "--library", action="store_true", help="search the $LITRAG_HOME library, not --chunker"
+    )
+    ea.add_argument("--no-llm", action="store_true", help="extractive answers (the baseline)")
+    ea.add_argument("--retrieval", choices=["embedded", "paper"], help="retrieval preset")
+    ea.add_argument("--top-k", type=int, help="blocks given to the LLM (default 5)")
+    ea.add_argument("--answer-tokens", type=int, default=256, help="answer length cap")
+    ea.add_argument(
+        "--passage-order",
+        choices=["score", "story"],
+        default=None,
+        help="passages in the prompt by retrieval score or in reading order (default: "
+        "$LITRAG_PASSAGE_ORDER, else the engine's default)",
+    )
+    ea.add_argument(
+        "--focus-words",
+        type=int,
+        default=None,
+        help="words of each passage the LLM reads (0: whole passages; default as `litrag ask`: "
+        "$LITRAG_FOCUS_WORDS, else 110 for the local model, whole for a server)",
+    )
+    ea.add_argument("--judge", choices=["local"], help="judge with the packaged local LLM")
+    ea.add_argument("--judge-url", help="judge LLM: an OpenAI-compatible endpoint")
+    ea.add_argument("--judge-model", help="model name at --judge-url")
+    ea.add_argument("--judge-retries", type=int, default=2, help="repairs of unreadable ratings")
+    ea.add_argument(
+        "--bertscore", help="BERTScore model: 'minilm' (packaged) or a local folder (default: off)"
+    )
+    ea.add_argument("--timeout", type=float, help="seconds an LLM may stay silent")
+    ea.add_argument("--cache-dir", type=Path, help="default: $LITRAG_HOME/eval-cache")
+    ea.add_argument("--out", type=Path, help="report folder (default: $LITRAG_HOME/eval-results)")
+    ea.set_defaults(func=_cmd_eval_answers)

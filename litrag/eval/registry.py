@@ -1,0 +1,253 @@
+"""The chunkers ``litrag eval`` compares, by CLI key, and their cached chunkings.
+
+Plain chunkers and ``semantic`` (it embeds with the harness's cached embedder) make the default
+set; the LLM chunkers (``litseg-lite``, ``litseg``, ``lumberchunker``, ``perplexity``, ``margin``
+and their ``+merge`` variants) need a ``ChunkerLLM``. The chunkers themselves live in
+``litrag.segment`` and ``litrag.chunkers``; this module only names and configures them.
+
+Chunks are cached per chunker, book text, source code of the chunkers and what else they depend on
+(the LLM's identity and settings, the embedding model), so a rerun, or a run with one new chunker,
+only chunks what is new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from llama_index.core.llms import LLM
+from llama_index.core.node_parser.interface import NodeParser
+from llama_index.core.schema import BaseNode, Document
+from llama_index.core.storage.docstore.utils import doc_to_json, json_to_doc
+
+from litrag.chunkers.baselines import BASELINES, dynamic_merge, semantic_chunker
+from litrag.eval.embedding_cache import CachedEmbedder, CachedEmbedding, text_key
+
+_ID_NAMESPACE = uuid.UUID("1b6f0e0a-2f4c-4f7e-9a53-5d0c8e4a7b21")
+
+
+@dataclass(frozen=True)
+class ChunkerSpec:
+    """A chunker by CLI key: its report label and a factory for a fresh ``NodeParser``.
+
+    ``identity`` names what else the chunks depend on (the LLM and its settings, the embedding
+    model); it is part of the chunk-cache key. ``slow`` chunkers show progress while chunking.
+    """
+
+    key: str
+    label: str
+    make: Callable[[], NodeParser]
+    identity: str = ""
+    slow: bool = False
+
+
+@dataclass(frozen=True)
+class ChunkerLLM:
+    """The LLM behind the LLM chunkers and how they use it.
+
+    ``identity`` should be stable across runs (for a local llama.cpp server on a random port, the
+    model file's name): it keys the chunk cache and the LLM reply cache.
+    """
+
+    llm: LLM
+    identity: str = ""
+    workers: int = 4
+    max_unit_words: int = 25_000
+    max_retries: int = 20
+    timeout: float | None = 600.0
+    cache_dir: Path | None = None  # the reply cache folder; the harness sets <cache>/llm
+    model_path: Path | None = None  # the GGUF file, for the in-process perplexity chunker
+
+    @property
+    def name(self) -> str:
+        from litrag.segment.llm_calls import llm_identity
+
+        return self.identity or llm_identity(self.llm)
+
+
+def _litseg_offline() -> NodeParser:
+    from litrag.segment import LitSegNodeParser
+
+    return LitSegNodeParser()
+
+
+def _litseg_llm(setup: ChunkerLLM, segmenter: Literal["litseg-lite", "litseg"]) -> NodeParser:
+    from litrag.segment import LitSegNodeParser
+
+    return LitSegNodeParser.from_defaults(
+        llm=setup.llm,
+        segmenter=segmenter,
+        llm_identity=setup.name,
+        max_unit_words=setup.max_unit_words,
+        max_retries=setup.max_retries,
+        num_workers=setup.workers,
+        cache_dir=setup.cache_dir,
+        request_timeout=setup.timeout,
+    )
+
+
+def _lumberchunker(setup: ChunkerLLM) -> NodeParser:
+    from litrag.chunkers.lumberchunker import LumberChunkerNodeParser
+
+    return LumberChunkerNodeParser(
+        llm=setup.llm,
+        llm_identity=setup.name,
+        max_retries=setup.max_retries,
+        num_workers=setup.workers,
+        cache_dir=setup.cache_dir,
+        request_timeout=setup.timeout,
+    )
+
+
+def _margin(setup: ChunkerLLM) -> NodeParser:
+    from litrag.chunkers.margin import MarginSamplingNodeParser
+
+    return MarginSamplingNodeParser(
+        llm=setup.llm,
+        llm_identity=setup.name,
+        num_workers=setup.workers,
+        cache_dir=setup.cache_dir,
+        request_timeout=setup.timeout,
+    )
+
+
+def _perplexity(setup: ChunkerLLM) -> NodeParser:
+    from litrag.chunkers.perplexity import PerplexityNodeParser
+
+    if setup.model_path is None:
+        raise ValueError("the perplexity chunker runs a GGUF model in process: give --local-llm")
+    return PerplexityNodeParser.from_model_path(setup.model_path, cache_dir=setup.cache_dir)
+
+
+def _semantic_minilm() -> NodeParser:
+    from litrag.embeddings import WindowedEmbedding
+
+    return semantic_chunker(WindowedEmbedding())
+
+
+_BASELINE_KEYS = {
+    "token": "token 200/40",
+    "recursive": "recursive 1000/200",
+    "sentence": "sentence 256/32",
+    "paragraphs": "paragraphs ≤200w",
+}
+CHUNKERS: dict[str, ChunkerSpec] = {
+    **{k: ChunkerSpec(k, label, BASELINES[label]) for k, label in _BASELINE_KEYS.items()},
+    "litseg-offline": ChunkerSpec("litseg-offline", "LitSeg offline", _litseg_offline),
+    "litseg-offline+merge": ChunkerSpec(
+        "litseg-offline+merge",
+        "LitSeg offline + merge ≤200w",
+        lambda: dynamic_merge(_litseg_offline()),
+    ),
+}
+# The semantic splitter embeds every sentence group of a book (the costliest chunker without an
+# LLM, cached afterwards); it is in the default set because it needs no model beyond the embedder.
+# The LLM chunkers are opt-in: they need an LLM.
+SEMANTIC_CHUNKER = "semantic"
+DEFAULT_CHUNKERS = (*CHUNKERS, SEMANTIC_CHUNKER)
+LLM_CHUNKERS: dict[str, tuple[str, Callable[[ChunkerLLM], NodeParser]]] = {
+    "litseg-lite": ("LitSeg-Lite", lambda s: _litseg_llm(s, "litseg-lite")),
+    "litseg": ("LitSeg", lambda s: _litseg_llm(s, "litseg")),
+    "lumberchunker": ("LumberChunker", _lumberchunker),
+    "litseg-lite+merge": (
+        "LitSeg-Lite + merge ≤200w",
+        lambda s: dynamic_merge(_litseg_llm(s, "litseg-lite")),
+    ),
+    "lumberchunker+merge": (
+        "LumberChunker + merge ≤200w",
+        lambda s: dynamic_merge(_lumberchunker(s)),
+    ),
+    # The paper's log-probability baselines: perplexity needs a local GGUF (llama.cpp in
+    # process); margin sampling makes one call per sentence (hours per book on a CPU).
+    "perplexity": ("perplexity τ=0.5", _perplexity),
+    "perplexity+merge": ("perplexity + merge ≤200w", lambda s: dynamic_merge(_perplexity(s))),
+    "margin": ("margin sampling", _margin),
+    "margin+merge": ("margin sampling + merge ≤200w", lambda s: dynamic_merge(_margin(s))),
+}
+ALL_CHUNKERS = (*CHUNKERS, SEMANTIC_CHUNKER, *LLM_CHUNKERS)
+OURS = ("litseg-offline", "litseg-offline+merge", "litseg-lite", "litseg", "litseg-lite+merge")
+
+
+def chunker_specs(
+    keys: Iterable[str],
+    llm: ChunkerLLM | None = None,
+    embedder: CachedEmbedder | None = None,
+) -> list[ChunkerSpec]:
+    """Specs for CLI keys; LLM chunkers need ``llm``, ``semantic`` uses ``embedder`` (else it
+    loads the packaged MiniLM itself)."""
+    out = []
+    for key in keys:
+        if key in CHUNKERS:
+            out.append(CHUNKERS[key])
+        elif key == SEMANTIC_CHUNKER:
+            if embedder is not None:
+                model, name = CachedEmbedding(embedder), embedder.model_key
+                out.append(
+                    ChunkerSpec(key, "semantic p95", lambda m=model: semantic_chunker(m), name)
+                )
+            else:
+                out.append(ChunkerSpec(key, "semantic p95", _semantic_minilm, "all-MiniLM-L6-v2"))
+        elif key in LLM_CHUNKERS:
+            if llm is None:
+                raise ValueError(
+                    f"chunker {key!r} needs an LLM: give --llm-url (and --model) or --local-llm"
+                )
+            label, make = LLM_CHUNKERS[key]
+            if key.startswith("perplexity") and llm.model_path is None:
+                raise ValueError(f"chunker {key!r} runs a GGUF model in process: give --local-llm")
+            settings = f"units<={llm.max_unit_words}w, retries {llm.max_retries}"
+            ident = f"{llm.name} ({settings})"
+            out.append(ChunkerSpec(key, label, lambda m=make: m(llm), ident, slow=True))
+        else:
+            raise ValueError(f"unknown chunker {key!r}; choose from {', '.join(ALL_CHUNKERS)}")
+    return out
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """Hash of the chunking code: a cached chunking is reused only while this is unchanged."""
+    root = Path(__file__).resolve().parents[1]
+    files = sorted(
+        f for room in ("segment", "ingestion", "chunkers") for f in root.glob(f"{room}/*.py")
+    )
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def chunk_book(
+    spec: ChunkerSpec, docs: list[Document], book_key: str, cache_dir: Path | None
+) -> tuple[list[BaseNode], bool]:
+    """The book's chunks (and whether they came from the cache), with stable node ids."""
+    path = None
+    if cache_dir is not None:
+        folder = f"{slug(spec.key)}-{code_fingerprint()}"
+        if spec.identity:
+            folder += "-" + text_key(spec.identity)[:10]
+        path = cache_dir / "chunks" / folder / f"{book_key}.jsonl"
+        if path.is_file():
+            with path.open(encoding="utf-8") as fh:
+                return [json_to_doc(json.loads(line)) for line in fh], True
+    nodes = spec.make().get_nodes_from_documents(docs, show_progress=spec.slow)
+    for i, node in enumerate(nodes):  # stable ids: reruns upsert the same points
+        node.id_ = str(uuid.uuid5(_ID_NAMESPACE, f"{spec.key}:{book_key}:{i}"))
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(doc_to_json(n), ensure_ascii=False) + "\n" for n in nodes)
+        tmp.replace(path)
+    return nodes, False
