@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from llama_index.core import Document
 from scripted_llm import ScriptedLLM
+from test_eval_retrieval import write_eval_data
 
-from litrag.cli import BUNDLED_BOOK, main
+from litrag.cli import main
 from litrag.eval.embedding_cache import (
     CachedEmbedder,
     CachedEmbedding,
@@ -22,7 +23,6 @@ from litrag.eval.embedding_cache import (
 from litrag.eval.questions import load_questions
 from litrag.eval.registry import ChunkerLLM, chunker_specs
 from litrag.eval.retrieval import evaluate_retrieval, parse_modes
-from litrag.ingestion.gutenberg import load_book
 
 BOOK = "books/tiny_wild.txt"
 QUESTIONS = [
@@ -44,13 +44,7 @@ QUESTIONS = [
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Chapter I of the bundled novel as a book, and two questions on it."""
-    root = tmp_path_factory.mktemp("evaldata")
-    text = load_book(BUNDLED_BOOK).text
-    (root / "books").mkdir()
-    (root / BOOK).write_text(text[: text.index("Chapter II.")], encoding="utf-8")
-    with (root / "questions.jsonl").open("w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(q) + "\n" for q in QUESTIONS)
-    return root
+    return write_eval_data(tmp_path_factory.mktemp("evaldata"), QUESTIONS)
 
 
 @pytest.fixture(scope="module")

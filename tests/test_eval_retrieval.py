@@ -49,16 +49,19 @@ QUESTIONS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A data folder: chapter I of the bundled novel as a plain book, and the questions."""
-    root = tmp_path_factory.mktemp("evaldata")
+def write_eval_data(root: Path, questions: list[dict]) -> Path:
+    """A data folder: chapter I of the bundled novel as a plain book, and ``questions``."""
     text = load_book(BUNDLED_BOOK).text
     (root / "books").mkdir()
     (root / BOOK).write_text(text[: text.index("Chapter II.")], encoding="utf-8")
     with (root / "questions.jsonl").open("w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(q) + "\n" for q in QUESTIONS)
+        fh.writelines(json.dumps(q) + "\n" for q in questions)
     return root
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_eval_data(tmp_path_factory.mktemp("evaldata"), QUESTIONS)
 
 
 @pytest.fixture(scope="module")
