@@ -211,8 +211,66 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_eval_heldout(args: argparse.Namespace) -> int:
+    """`litrag eval heldout`: the public set and held-out sets, same chunkers, one report."""
+    import shlex
+
+    from litrag.eval.heldout import QuestionSet, markdown
+    from litrag.eval.questions import load_questions, question_styles
+    from litrag.eval.report import check_section, replace_section
+    from litrag.eval.retrieval import evaluate_retrieval, parse_modes
+
+    data = Path(os.environ.get("LITRAG_DATA") or "../shared/data")
+    public_file = args.public or data / "gutenqa" / "questions.jsonl"
+    books = args.books or public_file.resolve().parent.parent
+    command = "litrag " + " ".join(shlex.quote(a) for a in args.argv)
+    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    split = tuple(s for s in args.split.split(",") if s)
+    sets: list[QuestionSet] = []
+    try:
+        if args.report is not None:
+            if args.report.suffix != ".md":
+                raise ValueError(f"--report wants a .md path, got {args.report}")
+            check_section(args.section)
+        if not split:
+            raise ValueError("--split names the books of half A, e.g. pg11,pg84,pg215")
+        modes = parse_modes(
+            args.modes.split(","), args.fusion.split(","), [float(a) for a in args.alpha.split(",")]
+        )
+        for path in [public_file, *args.heldout]:
+            name = "public" if path == public_file else Path(path).stem
+            say(f"== {name}: {path}")
+            run = evaluate_retrieval(
+                load_questions(path),
+                books,
+                args.chunkers.split(","),
+                modes,
+                cache_dir=args.cache_dir or settings.home() / "eval-cache",
+                top_k=args.top_k,
+                view=args.view,
+                dense_vectors=args.dense_vectors,
+                intrinsic=False,
+                say=say,
+            )
+            sets.append(QuestionSet(name, run, question_styles(path)))
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    text = markdown(sets[0], sets[1:], split, command)
+    print(text)
+    if args.report is not None:
+        replace_section(args.report, args.section, "Held-out retrieval", text)
+        print(f"wrote {args.report} (section {args.section})", file=sys.stderr)
+    else:
+        out = args.out or settings.home() / "eval-results"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "heldout.md").write_text(text, encoding="utf-8")
+        print(f"wrote {out / 'heldout.md'}", file=sys.stderr)
+    return 0
+
+
 def add_parsers(sub: Any) -> None:
-    """The ``eval`` command group: ``retrieval`` and ``answers``, and their flags."""
+    """The ``eval`` command group: ``retrieval``, ``heldout`` and ``answers``, and their flags."""
     from litrag.eval.registry import ALL_CHUNKERS, DEFAULT_CHUNKERS
     from litrag.eval.retrieval import DEFAULT_TOP_K
 
@@ -242,9 +300,10 @@ def add_parsers(sub: Any) -> None:
     er.add_argument("--candidates", type=int, help="per-list depth before fusion (default top-k)")
     er.add_argument(
         "--view",
-        choices=["embed", "text"],
+        choices=["embed", "text", "nosubtitle"],
         default="embed",
-        help="index the embedding view (metadata, subtitle, context) or bare text",
+        help="index the embedding view (metadata, subtitle, context), bare text, or the "
+        "embedding view without the subtitle",
     )
     er.add_argument(
         "--dense-vectors",
@@ -302,6 +361,43 @@ def add_parsers(sub: Any) -> None:
         "--reranker", type=Path, help="local Qwen3-Reranker checkpoint: adds hybrid+rerank modes"
     )
     er.set_defaults(func=_cmd_eval_retrieval)
+
+    eh = ev.add_parser(
+        "heldout",
+        help="the public questions beside held-out sets and a book split, with the drop",
+    )
+    eh.add_argument(
+        "--heldout",
+        type=Path,
+        action="append",
+        required=True,
+        help="a held-out question set (JSONL, as --questions); repeat for more, e.g. "
+        "benchmarks/questions/dev_frozen.jsonl",
+    )
+    eh.add_argument("--public", type=Path, help="the public set (default: $LITRAG_DATA/gutenqa)")
+    eh.add_argument("--books", type=Path, help="where book_file paths resolve (default: data dir)")
+    eh.add_argument(
+        "--split",
+        default="pg11,pg84,pg215",
+        help="book ids of half A of the book split (the others are half B)",
+    )
+    eh.add_argument(
+        "--chunkers",
+        default=",".join(DEFAULT_CHUNKERS),
+        help="comma list, as `eval retrieval` (sized variants: litseg-offline@WORDS, "
+        "paragraphs@WORDS)",
+    )
+    eh.add_argument("--modes", default="dense,bm25,hybrid", help="as `eval retrieval`")
+    eh.add_argument("--fusion", default="rsf", help="hybrid fusions: rsf, rrf")
+    eh.add_argument("--alpha", default="0.3", help="dense weight(s) in hybrid (0.3: the library's)")
+    eh.add_argument("--top-k", type=int, default=DEFAULT_TOP_K)
+    eh.add_argument("--view", choices=["embed", "text", "nosubtitle"], default="embed")
+    eh.add_argument("--dense-vectors", choices=["windows", "block"], default="windows")
+    eh.add_argument("--cache-dir", type=Path, help="default: $LITRAG_HOME/eval-cache")
+    eh.add_argument("--out", type=Path, help="report folder (default: $LITRAG_HOME/eval-results)")
+    eh.add_argument("--report", type=Path, help="write into this .md as one section")
+    eh.add_argument("--section", default="held-out", help="section of --report (default held-out)")
+    eh.set_defaults(func=_cmd_eval_heldout)
 
     ea = ev.add_parser("answers", help="answer a question set and score the answers")
     ea.add_argument("--dataset", choices=["gutenqa", "literaryqa"], default="gutenqa")

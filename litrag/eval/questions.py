@@ -49,6 +49,19 @@ def load_questions(path: Path) -> list[Question]:
     return out
 
 
+def question_styles(path: Path) -> dict[str, str]:
+    """Question id -> ``style`` for the rows of a JSONL set that name one (the frozen
+    development set does: paraphrase, why, who-what, two-passage); empty for sets without."""
+    out: dict[str, str] = {}
+    with Path(path).open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if line.strip():
+                row = json.loads(line)
+                if row.get("style"):
+                    out[str(row.get("id", f"line{n}"))] = str(row["style"])
+    return out
+
+
 def resolve_book(book_file: str, books_dir: Path) -> Path:
     """``book_file`` under ``books_dir`` as given, or by its bare file name."""
     for cand in (books_dir / book_file, books_dir / Path(book_file).name):

@@ -175,6 +175,39 @@ ALL_CHUNKERS = (*CHUNKERS, SEMANTIC_CHUNKER, *LLM_CHUNKERS)
 OURS = ("litseg-offline", "litseg-offline+merge", "litseg-lite", "litseg", "litseg-lite+merge")
 
 
+# Sized variants for ablations: ``litseg-offline@200`` is the offline segmenter with a 200-word
+# target (smallest usual block 0.4x, largest 2x, as the defaults 300 / 120 / 600), and
+# ``paragraphs@250`` paragraphs merged up to 250 words; so block length can be told apart from
+# where the cuts fall.
+_SIZED = re.compile(r"^(litseg-offline|paragraphs)@([1-9][0-9]{1,3})$")
+
+
+def sized_spec(key: str) -> ChunkerSpec | None:
+    """The spec of a sized variant key, or None for any other key."""
+    m = _SIZED.match(key)
+    if m is None:
+        return None
+    words = int(m.group(2))
+    if m.group(1) == "paragraphs":
+        from litrag.chunkers.baselines import paragraph_chunker
+
+        return ChunkerSpec(key, f"paragraphs ≤{words}w", lambda: paragraph_chunker(words))
+
+    def make() -> NodeParser:
+        from litrag.segment import LitSegNodeParser
+
+        return LitSegNodeParser(
+            target_words=words, min_words=max(1, round(words * 0.4)), max_words=words * 2
+        )
+
+    return ChunkerSpec(key, f"LitSeg offline, target {words}w", make)
+
+
+def is_ours(key: str) -> bool:
+    """A chunker of this project (sized variants of ours included)."""
+    return key.split("@", 1)[0] in OURS
+
+
 def chunker_specs(
     keys: Iterable[str],
     llm: ChunkerLLM | None = None,
@@ -186,6 +219,8 @@ def chunker_specs(
     for key in keys:
         if key in CHUNKERS:
             out.append(CHUNKERS[key])
+        elif (sized := sized_spec(key)) is not None:
+            out.append(sized)
         elif key == SEMANTIC_CHUNKER:
             if embedder is not None:
                 model, name = CachedEmbedding(embedder), embedder.model_key
@@ -206,7 +241,10 @@ def chunker_specs(
             ident = f"{llm.name} ({settings})"
             out.append(ChunkerSpec(key, label, lambda m=make: m(llm), ident, slow=True))
         else:
-            raise ValueError(f"unknown chunker {key!r}; choose from {', '.join(ALL_CHUNKERS)}")
+            raise ValueError(
+                f"unknown chunker {key!r}; choose from {', '.join(ALL_CHUNKERS)} "
+                "(or a sized variant: litseg-offline@WORDS, paragraphs@WORDS)"
+            )
     return out
 
 

@@ -12,7 +12,7 @@ import math
 import re
 from pathlib import Path
 
-from litrag.eval.registry import OURS
+from litrag.eval.registry import is_ours
 from litrag.eval.retrieval import RetrievalRun
 
 _COLS = ("MRR", "Hit@1", "Hit@5", "Hit@20", "DCG@20")
@@ -140,8 +140,8 @@ def head_to_head(
 
 def quality_bar(run: RetrievalRun) -> list[str]:
     """Per mode and per chunker of ours: MRR vs the best reference chunker's, with the gap."""
-    ours = [c for c in run.chunkers if c.key in OURS]
-    refs = [c for c in run.chunkers if c.key not in OURS]
+    ours = [c for c in run.chunkers if is_ours(c.key)]
+    refs = [c for c in run.chunkers if not is_ours(c.key)]
     if not ours or not refs:
         return []
     out = []
@@ -309,12 +309,20 @@ def write_section(
         command,
     )
     plot_file = paths["png"].name if "png" in paths else None
-    body = markdown(run, command, plot_file).split("\n", 1)[1]  # drop the "# ..." title
-    body = re.sub(r"^(#+) ", r"#\1 ", body, flags=re.MULTILINE)  # one level down
-    block = (
-        f"<!-- section {section} -->\n## Retrieval evaluation: {section}\n{body.rstrip()}\n"
-        f"<!-- /section {section} -->"
+    paths["markdown"] = replace_section(
+        report, section, f"Retrieval evaluation: {section}", markdown(run, command, plot_file)
     )
+    return paths
+
+
+def replace_section(report: Path, section: str, title: str, document: str) -> Path:
+    """Put ``document`` (Markdown under a ``# ...`` title, which is dropped) in ``report`` as
+    section ``section`` headed ``## title``, its headings one level down; other sections stay."""
+    check_section(section)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    body = document.split("\n", 1)[1]  # drop the "# ..." title
+    body = re.sub(r"^(#+) ", r"#\1 ", body, flags=re.MULTILINE)  # one level down
+    block = f"<!-- section {section} -->\n## {title}\n{body.rstrip()}\n<!-- /section {section} -->"
     text = report.read_text(encoding="utf-8") if report.exists() else ""
     if not text.strip():
         text = f"{RESULTS_TITLE}\n\n{RESULTS_INTRO}\n"
@@ -327,8 +335,7 @@ def write_section(
     else:
         text = text.rstrip() + "\n\n" + block
     report.write_text(text.rstrip() + "\n", encoding="utf-8")
-    paths["markdown"] = report
-    return paths
+    return report
 
 
 def _data_and_plot(

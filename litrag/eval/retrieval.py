@@ -60,7 +60,7 @@ from litrag.eval.spans import normalize
 
 DEFAULT_TOP_K = 20
 DEFAULT_ALPHA = 0.5
-View = Literal["embed", "text"]
+View = Literal["embed", "text", "nosubtitle"]
 DenseVectors = Literal["windows", "block"]
 ONE_VECTOR_LABEL = "one vector per chunk (long chunks: windows of 254 word pieces, mean-pooled)"
 Say = Callable[[str], None]
@@ -112,6 +112,18 @@ def text_view(node: BaseNode) -> BaseNode:
     if isinstance(copy, TextNode):
         copy.text_template = "{metadata_str}\n\n{content}"
     return copy
+
+
+def stored_view(node: BaseNode, view: View) -> BaseNode:
+    """The node as the harness stores it: ``embed`` as the library does, ``text`` bare, and
+    ``nosubtitle`` without the segmenter's subtitle (the ablation of the salient-word line)."""
+    if view == "text":
+        return text_view(node)
+    if view == "nosubtitle":
+        copy = node.model_copy(deep=True)
+        copy.excluded_embed_metadata_keys = [*copy.excluded_embed_metadata_keys, "subtitle"]
+        return copy
+    return node
 
 
 # --------------------------------------------------------------------------------- results
@@ -261,7 +273,7 @@ def evaluate_chunker(
     store = QdrantEdgeVectorStore(
         path=store_dir,
         collection_name=slug(spec.key)
-        + ("-text" if view == "text" else "")
+        + ("" if view == "embed" else f"-{view}")
         + ("-windows" if windows is not None else ""),
         sparse_idf_scope="filter",
         window_doc_fn=windows,
@@ -272,7 +284,7 @@ def evaluate_chunker(
             t0 = time.perf_counter()
             nodes, hit = chunk_book(spec, book.docs, book.key, chunk_cache)
             t1 = time.perf_counter()
-            stored = [text_view(n) for n in nodes] if view == "text" else list(nodes)
+            stored = [stored_view(n, view) for n in nodes]
             texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in stored]
             before = embedder.seconds
             vecs = embedder.embed(texts)
