@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from litrag.cli import BUNDLED_BOOK, main
-from litrag.eval.heldout import QuestionSet, book_key, half, mrr, verdicts
+from litrag.eval.heldout import QuestionSet, book_key, half, mrr, paired_gap, verdicts
 from litrag.eval.metrics import QuestionScore
 from litrag.eval.questions import question_styles
 from litrag.ingestion.gutenberg import load_book
@@ -88,6 +88,21 @@ def test_mrr_of_ranks() -> None:
     assert math.isnan(mrr([]))
 
 
+def test_paired_gap_and_its_interval() -> None:
+    ours = [QuestionScore(f"q{i}", "b", 1, (1,)) for i in range(10)]
+    theirs = [QuestionScore(f"q{i}", "b", 2, (2,)) for i in range(10)]
+    assert paired_gap(ours, theirs) == pytest.approx((0.5, 0.5, 0.5))
+    # half the questions won by one side, half by the other: a gap of 0 whose interval spans 0
+    mixed = [QuestionScore(f"q{i}", "b", 1 if i % 2 else None, (None,)) for i in range(10)]
+    rev = [QuestionScore(f"q{i}", "b", None if i % 2 else 1, (None,)) for i in range(10)]
+    gap, lo, hi = paired_gap(mixed, rev)
+    assert gap == pytest.approx(0.0) and lo < 0 < hi
+    # only questions both ranked count, and ``keep`` narrows them
+    gap, _, _ = paired_gap(ours, theirs[:4], keep=lambda s: s.question_id != "q0")
+    assert gap == pytest.approx(0.5)
+    assert all(math.isnan(x) for x in paired_gap(ours, []))
+
+
 def test_question_styles(data: Path) -> None:
     assert question_styles(data / "frozen.jsonl") == {
         "h.lottery": "paraphrase",
@@ -147,6 +162,6 @@ def test_verdict_names_the_losing_views(data: Path, tmp_path: Path) -> None:
     assert line.startswith("- bm25: LitSeg offline ")
     for view in ("public A", "public B", "frozen ", "frozen A", "frozen B"):
         assert view in line
-    assert "drop on frozen" in line and "theirs + 0.03" in line
+    assert "drop on frozen" in line and "theirs + 0.03" in line and "95% CI" in line
     beats = " beats paragraphs" in line
     assert beats == ("loses on" not in line)
