@@ -7,8 +7,10 @@ by book half. Paragraphs are run the same ways as the reference. Then, per mode 
 setting that a tuner would pick on one half of the books is reported on the other half and on the
 frozen set ("chosen on A, reported on B"), which is how a default should be chosen.
 
-    python benchmarks/ablate_retrieval.py [--heldout benchmarks/questions/dev_frozen.jsonl]
+    python benchmarks/ablate_retrieval.py [--heldout SET.jsonl ...] [--groups size,...]
         [--cache-dir DIR] [--out ablations.md]
+
+The held-out sets default to the two frozen development sets in benchmarks/questions.
 
 Everything is cached in the harness's cache (chunks, embeddings): a rerun only queries.
 """
@@ -27,6 +29,7 @@ from litrag.eval.retrieval import evaluate_retrieval, parse_modes
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
+QUESTIONS = ROOT / "benchmarks" / "questions"
 DEFAULT_MODE = "hybrid-rsf a=0.3"
 
 
@@ -63,11 +66,20 @@ def _f(x: float) -> str:
     return "-" if math.isnan(x) else f"{x:.3f}"
 
 
+def where(row: tuple, half: str, names: list[str]) -> str:
+    """A row's figures on the reporting half of the public set and on every held-out set."""
+    held = ", ".join(f"{n} {f['all']:.3f}" for n, f in zip(names, row[4][1:], strict=True))
+    return f"public {half} {row[4][0][half]:.3f}, {held}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--public", type=Path, default=DATA / "gutenqa" / "questions.jsonl")
     ap.add_argument(
-        "--heldout", type=Path, default=ROOT / "benchmarks" / "questions" / "dev_frozen.jsonl"
+        "--heldout",
+        type=Path,
+        action="append",
+        help="held-out sets (default: the two frozen development sets)",
     )
     ap.add_argument("--books", type=Path, default=DATA)
     ap.add_argument("--cache-dir", type=Path, default=Path.home() / ".litrag" / "eval-cache")
@@ -76,14 +88,16 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="also write the Markdown here")
     args = ap.parse_args()
     split = tuple(args.split.split(","))
+    heldout = args.heldout or [QUESTIONS / "dev_frozen.jsonl", QUESTIONS / "dev_paraphrase.jsonl"]
+    names = [p.stem.removeprefix("dev_") for p in heldout]
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     wanted = set(args.groups.split(",")) if args.groups else None
-    rows: list[tuple[str, str, float, str, dict[str, float], dict[str, float]]] = []
+    rows: list[tuple[str, str, float, str, list[dict[str, float]]]] = []
     for group in GROUPS:
         if wanted and group.name not in wanted:
             continue
         sets = []
-        for path, name in ((args.public, "public"), (args.heldout, "frozen")):
+        for path, name in [(args.public, "public"), *zip(heldout, names, strict=True)]:
             say(f"== {group.name}: {name}")
             run = evaluate_retrieval(
                 load_questions(path),
@@ -97,38 +111,18 @@ def main() -> int:
                 say=say,
             )
             sets.append(QuestionSet(name, run, question_styles(path)))
-        public, frozen = sets
-        for c in public.run.chunkers:
-            for mode in public.run.config["modes"]:
-                rows.append(
-                    (
-                        group.name,
-                        c.label,
-                        c.mean_words,
-                        mode,
-                        public.figures(c.key, mode, split),
-                        frozen.figures(c.key, mode, split),
-                    )
-                )
-    head = [
-        "ablation",
-        "chunker",
-        "mean w",
-        "mode",
-        "public",
-        "pub A",
-        "pub B",
-        "frozen",
-        "drop",
-        "frozen A",
-        "frozen B",
-        "frozen paraphrase",
-    ]
+        for c in sets[0].run.chunkers:
+            for mode in sets[0].run.config["modes"]:
+                figs = [qs.figures(c.key, mode, split) for qs in sets]
+                rows.append((group.name, c.label, c.mean_words, mode, figs))
+    head = ["ablation", "chunker", "mean w", "mode", "public", "pub A", "pub B"]
+    for name in names:
+        head += [name, f"{name} A", f"{name} B", "drop"]
     lines = ["| " + " | ".join(head) + " |", "|---|---|---:|---|" + "---:|" * (len(head) - 4)]
-    for group, label, words, mode, p, f in rows:
+    for group, label, words, mode, (p, *hs) in rows:
         cells = [group, label, f"{words:.0f}", mode, _f(p["all"]), _f(p["A"]), _f(p["B"])]
-        cells += [_f(f["all"]), f"{f['all'] - p['all']:+.3f}", _f(f["A"]), _f(f["B"])]
-        cells += [_f(f.get("style:paraphrase", math.nan))]
+        for f in hs:
+            cells += [_f(f["all"]), _f(f["A"]), _f(f["B"]), f"{f['all'] - p['all']:+.3f}"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Chosen on one half of the books, reported on the other (ours only):", ""]
     for family in ("bm25", "hybrid"):
@@ -136,7 +130,7 @@ def main() -> int:
         for tune, report in (("A", "B"), ("B", "A")):
             if not ours:
                 continue
-            best = max(ours, key=lambda r: r[4][tune])
+            best = max(ours, key=lambda r: r[4][0][tune])
             default = next(
                 (
                     r
@@ -147,16 +141,13 @@ def main() -> int:
                 ),
                 None,
             )
+
             line = (
                 f"- {family}, tuned on public {tune}: {best[0]} / {best[1]} / {best[3]} "
-                f"(public {tune} {best[4][tune]:.3f}) -> public {report} {best[4][report]:.3f}, "
-                f"frozen {best[5]['all']:.3f}"
+                f"(public {tune} {best[4][0][tune]:.3f}) -> {where(best, report, names)}"
             )
             if default is not None:
-                line += (
-                    f"; the shipped default: public {report} {default[4][report]:.3f}, "
-                    f"frozen {default[5]['all']:.3f}"
-                )
+                line += f"; the shipped default: {where(default, report, names)}"
             lines.append(line)
     text = "\n".join(lines)
     print(text)
