@@ -211,3 +211,50 @@ def test_perplexity_needs_a_local_model() -> None:
         chunker_specs(["perplexity"], setup)
     (spec,) = chunker_specs(["margin+merge"], setup)
     assert spec.slow and "scripted-llm" in spec.identity
+
+
+def test_sized_variants_change_only_the_size() -> None:
+    """`litseg-offline@200` and `paragraphs@120` are the same chunkers with another size; the
+    sized LitSeg blocks come out shorter than the default's on a real chapter."""
+    from litrag.chunkers.baselines import word_count
+    from litrag.cli import BUNDLED_BOOK
+    from litrag.eval.registry import is_ours
+    from litrag.ingestion.gutenberg import load_book
+
+    small, default, paras = chunker_specs(
+        ["litseg-offline@200", "litseg-offline", "paragraphs@120"]
+    )
+    parser = small.make()
+    assert (parser.target_words, parser.min_words, parser.max_words) == (200, 80, 400)
+    assert paras.label == "paragraphs ≤120w" and paras.make().max_words == 120
+    assert is_ours("litseg-offline@200") and not is_ours("paragraphs@120")
+    text = load_book(BUNDLED_BOOK).text
+    doc = Document(text=text[: text.index("Chapter II.")])
+
+    def mean_words(spec) -> float:
+        nodes = spec.make().get_nodes_from_documents([doc])
+        return sum(word_count(n.get_content()) for n in nodes) / len(nodes)
+
+    assert mean_words(small) < mean_words(default)
+    for bad in ("litseg-offline@", "litseg-offline@x", "token@200", "paragraphs@0"):
+        with pytest.raises(ValueError, match="sized variant"):
+            chunker_specs([bad])
+
+
+def test_nosubtitle_view_drops_only_the_subtitle() -> None:
+    from llama_index.core.schema import MetadataMode
+
+    from litrag.cli import BUNDLED_BOOK
+    from litrag.eval.retrieval import stored_view
+    from litrag.ingestion.gutenberg import load_book
+
+    text = load_book(BUNDLED_BOOK).text
+    doc = Document(text=text[: text.index("Chapter II.")], metadata={"title": "The Call"})
+    (spec,) = chunker_specs(["litseg-offline"])
+    node = spec.make().get_nodes_from_documents([doc])[0]
+    embed = node.get_content(metadata_mode=MetadataMode.EMBED)
+    bare = stored_view(node, "nosubtitle").get_content(metadata_mode=MetadataMode.EMBED)
+    assert "subtitle: " in embed and "subtitle: " not in bare
+    assert "title: The Call" in bare and node.get_content() in bare
+    assert stored_view(node, "embed") is node
+    assert "subtitle: " in node.get_content(metadata_mode=MetadataMode.EMBED)  # copy, not edit
