@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from litrag.cli import BUNDLED_BOOK, main
-from litrag.eval.heldout import QuestionSet, book_key, half, mrr, paired_gap, verdicts
+from litrag.eval.heldout import (
+    QuestionSet,
+    book_key,
+    half,
+    mrr,
+    paired_gap,
+    verdicts,
+    wins_losses,
+)
 from litrag.eval.metrics import QuestionScore
 from litrag.eval.questions import question_styles
 from litrag.ingestion.gutenberg import load_book
@@ -103,6 +111,15 @@ def test_paired_gap_and_its_interval() -> None:
     assert all(math.isnan(x) for x in paired_gap(ours, []))
 
 
+def test_wins_losses_count_questions() -> None:
+    ours = [QuestionScore("a", "b", 1, (1,)), QuestionScore("c", "b", 3, (3,))]
+    ours += [QuestionScore("d", "b", None, (None,)), QuestionScore("e", "b", 2, (2,))]
+    theirs = [QuestionScore("a", "b", 2, (2,)), QuestionScore("c", "b", 1, (1,))]
+    theirs += [QuestionScore("d", "b", None, (None,)), QuestionScore("e", "b", 2, (2,))]
+    assert wins_losses(ours, theirs) == (1, 1, 2)
+    assert wins_losses(ours, theirs, keep=lambda s: s.question_id != "a") == (0, 1, 2)
+
+
 def test_question_styles(data: Path) -> None:
     assert question_styles(data / "frozen.jsonl") == {
         "h.lottery": "paraphrase",
@@ -163,5 +180,6 @@ def test_verdict_names_the_losing_views(data: Path, tmp_path: Path) -> None:
     for view in ("public A", "public B", "frozen ", "frozen A", "frozen B"):
         assert view in line
     assert "drop on frozen" in line and "theirs + 0.03" in line and "95% CI" in line
+    assert "questions won" in line
     beats = " beats paragraphs" in line
     assert beats == ("loses on" not in line)

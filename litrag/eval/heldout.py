@@ -68,6 +68,25 @@ def paired_gap(
     return statistics.fmean(diffs), means[int(0.025 * resamples)], means[int(0.975 * resamples)]
 
 
+def wins_losses(
+    ours: Sequence[QuestionScore],
+    theirs: Sequence[QuestionScore],
+    keep: Callable[[QuestionScore], bool] = lambda _s: True,
+) -> tuple[int, int, int]:
+    """Questions where ``ours`` ranks the evidence higher, lower, or the same (misses alike)."""
+    rr_theirs = {s.question_id: reciprocal_rank(s.rank) for s in theirs}
+    pairs = [
+        (reciprocal_rank(s.rank), rr_theirs[s.question_id])
+        for s in ours
+        if keep(s) and s.question_id in rr_theirs
+    ]
+    return (
+        sum(a > b for a, b in pairs),
+        sum(a < b for a, b in pairs),
+        sum(a == b for a, b in pairs),
+    )
+
+
 @dataclass
 class QuestionSet:
     """A run of the harness on one question set, with each question's style where it has one."""
@@ -170,8 +189,15 @@ def verdicts(
                     else (lambda s, p=part: half(s.book, split) == p)
                 )
                 gap, lo, hi = paired_gap(ca.scores[mode], cb.scores[mode], keep)
+                won, lost, tied = wins_losses(ca.scores[mode], cb.scores[mode], keep)
                 views.append(
-                    (name, fa[part], fb[part], f"gap {gap:+.3f}, 95% CI {lo:+.3f}..{hi:+.3f}")
+                    (
+                        name,
+                        fa[part],
+                        fb[part],
+                        f"gap {gap:+.3f}, 95% CI {lo:+.3f}..{hi:+.3f}; "
+                        f"questions won {won}, lost {lost}, tied {tied}",
+                    )
                 )
             if qs is not public:
                 drops.append((qs.name, fa["all"] - pa["all"], fb["all"] - pb["all"]))
