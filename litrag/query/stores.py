@@ -97,7 +97,22 @@ def _server_store(
         raise ImportError(
             "QDRANT_URL needs the 'server' extra: pip install 'litrag[server]'"
         ) from exc
+    from litrag.settings import ServerUnreachableError, unreachable_reason
+
     client = QdrantClient(**qdrant_client_settings(url, api_key))
+    try:
+        client.get_collections()  # a server that is down is named here, in one line
+    except Exception as exc:
+        reason = unreachable_reason(exc)
+        if reason is None:
+            raise
+        raise ServerUnreachableError(
+            "QDRANT_URL",
+            "Qdrant server",
+            url,
+            reason,
+            "start it, or unset QDRANT_URL to use the embedded store",
+        ) from None
     store = QdrantVectorStore(
         collection_name=collection,
         client=client,
