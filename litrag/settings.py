@@ -185,10 +185,10 @@ class Settings(BaseModel):
     def _embed_model_exists(cls, v: str) -> str:
         if v == "minilm":
             return v
-        try:
-            path = _check_folder(Path(v), must_exist=True)
-        except ValueError as exc:
-            raise ValueError(f"must be 'minilm' or a sentence-transformers folder: {exc}") from None
+        path = Path(v).expanduser()
+        if not path.is_dir():
+            state = "is a file" if path.exists() else "does not exist"
+            raise ValueError(f"must be 'minilm' or a sentence-transformers folder, but {v} {state}")
         return str(path)
 
     @field_validator("qdrant_url")
@@ -272,6 +272,8 @@ def _explain(exc: ValidationError, given: dict[str, Any], names: dict[str, str])
         why = err["msg"]
     value = given.get(field, err.get("input"))
     shown = value if isinstance(value, str) else str(value)
+    if kind == "value_error" and shown in why:  # the message already names the value
+        return f"{name} {why}"
     return f"{name} {why}, got {shown!r}"
 
 

@@ -13,10 +13,12 @@ from litrag.cli.common import settings_from_args
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
     from litrag.builders import build_library
+    from litrag.ingestion.library import Library
     from litrag.query.edge_store import StoreLockedError
     from litrag.query.stores import store_description
 
     s = settings_from_args(args)
+    Library.read_registry(s.home)  # a damaged registry stops here, in one line
     print(f"library: {s.home} ({store_description(s.qdrant_url)})", file=sys.stderr)
     try:
         library = build_library(s)
@@ -28,8 +30,10 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
             args.paths, show_progress=not args.quiet, on_event=lambda m: print(m, file=sys.stderr)
         )
     except KeyboardInterrupt:
+        lead = "" if args.quiet else "\n"  # past the progress bar
         print(
-            f"\ninterrupted: {_saved(library)}; rerun the same command to resume", file=sys.stderr
+            f"{lead}interrupted: {_saved(library)}; rerun the same command to resume",
+            file=sys.stderr,
         )
         return 130
     finally:
@@ -63,8 +67,9 @@ def _cmd_books(args: argparse.Namespace) -> int:
     s = settings_from_args(args)
     rows = Library.read_registry(s.home)
     problems = check_files(s.home, s.collection, rows, embedded=not s.qdrant_url)
-    if problems:  # the table below would describe a library that is not there
-        _books_table(args, s, rows)
+    if problems:  # the table alone would describe a library that is not there
+        if rows:
+            _books_table(args, s, rows)
         print(f"error: {problems[0].line()}", file=sys.stderr)
         return 2
     return _books_table(args, s, rows)

@@ -60,7 +60,7 @@ def read_json(path: Path, kind: str, fix: str) -> Any:
     except UnicodeDecodeError as exc:
         reason = f"not text ({exc.reason})"
     except json.JSONDecodeError as exc:
-        reason = f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        reason = f"not valid JSON ({exc.msg}: line {exc.lineno} column {exc.colno})"
     raise LibraryDamagedError([Problem(f"{path} is damaged: {reason}", fix, kind)])
 
 
@@ -100,7 +100,8 @@ def check_files(
     if not shard_cfg.exists():
         return [
             Problem(
-                f"the store {folder} is missing, but the registry lists {n} book{'s' * (n > 1)}",
+                f"the store {folder / 'shard'} is missing, but the registry lists {n} "
+                f"book{'s' * (n > 1)}",
                 f"{REPAIR} (re-ingests them from their sources)",
                 "store-missing",
             )
@@ -225,13 +226,14 @@ def vector_names(store: Any) -> list[str]:
 
 
 def sample_vectors(store: Any, book_id: str) -> list[str]:
-    """Zero or missing vectors in the first stored point of ``book_id`` (embedded store only)."""
+    """Zero or missing vectors among the first stored points of ``book_id`` (embedded store)."""
     names = vector_names(store)
     if not names or getattr(store, "client", None) is None:
         return []
-    for point in store.scan_points(book_id=book_id, limit=1, vectors=names):
-        return zero_vectors(point.vectors, names)
-    return []
+    bad: set[str] = set()
+    for point in store.scan_points(book_id=book_id, limit=4, vectors=names):
+        bad.update(zero_vectors(point.vectors, names))
+    return sorted(bad)
 
 
 @dataclass
@@ -281,18 +283,18 @@ def check_library_files(
     problems: list[Problem] = []
     done: list[str] = []
     for path, kind, why in (
-        (home / "books.json", "registry-file", "the registry is rebuilt from the store"),
-        (home / "docstore.json", "docstore-file", "the store keeps every block"),
-        (home / "cache" / "ingestion.json", "cache-file", "a later ingest segments again"),
+        (home / "books.json", "registry-file", "rebuilds it from the store"),
+        (home / "docstore.json", "docstore-file", "sets it aside; the store keeps every block"),
+        (home / "cache" / "ingestion.json", "cache-file", "sets it aside; ingest segments again"),
     ):
         if not path.exists():
             continue
         try:
-            read_json(path, kind, REPAIR)
+            read_json(path, kind, f"{REPAIR} ({why})")
         except LibraryDamagedError as exc:
             if repair:
                 dest = set_aside(path)
-                done.append(f"set the damaged {path.name} aside as {dest.name} ({why})")
+                done.append(f"set the damaged {path.name} aside as {dest.name}")
             else:
                 problems.extend(exc.problems)
     folder = home / "index" / collection

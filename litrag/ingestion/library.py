@@ -195,6 +195,8 @@ class Library:
             except BookLoadError as exc:
                 report.failed.append((str(file), str(exc)))
                 say(f"  failed: {exc}")
+            except LibraryDamagedError:  # the library itself, not this book: stop, say so
+                raise
             except Exception as exc:  # a bug or a backend error: report, keep going
                 reason = f"{file}: {type(exc).__name__}: {exc}"
                 report.failed.append((str(file), reason))
