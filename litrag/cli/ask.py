@@ -56,7 +56,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     if args.upto_chapter is not None:
         most = max((r.chapters for r in records if r.book_id in books), default=None)
         if args.upto_chapter < 0 or (most is not None and args.upto_chapter > most):
-            where = f"1-{most}" if most is not None else "1 or more"
+            where = "1 or more" if most is None else f"1-{most}" if most > 1 else "1"
             return fail(
                 f"--upto-chapter must be a chapter of the book ({where}), got {args.upto_chapter}"
             )
