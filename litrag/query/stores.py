@@ -97,11 +97,19 @@ def _server_store(
         raise ImportError(
             "QDRANT_URL needs the 'server' extra: pip install 'litrag[server]'"
         ) from exc
+    import warnings
+
     from litrag.settings import ServerUnreachableError, unreachable_reason
 
-    client = QdrantClient(**qdrant_client_settings(url, api_key))
     try:
-        client.get_collections()  # a server that is down is named here, in one line
+        # A server that is down is named here, in one line (not with qdrant-client's version
+        # warning and a traceback); warnings of a server that answers are shown as ever.
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            client = QdrantClient(**qdrant_client_settings(url, api_key))
+            client.get_collections()
+        for w in said:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     except Exception as exc:
         reason = unreachable_reason(exc)
         if reason is None:
