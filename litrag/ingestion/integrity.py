@@ -41,7 +41,7 @@ class Problem:
         return f"{self.what}: {self.fix}"
 
 
-class LibraryDamagedError(RuntimeError):
+class LibraryDamagedError(ValueError):
     """The library's parts disagree; ``str()`` is one line: the first problem and its fix."""
 
     def __init__(self, problems: Sequence[Problem]) -> None:
