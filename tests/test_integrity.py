@@ -302,3 +302,27 @@ def test_upto_chapter_past_the_book_is_refused(clean, capsys):
     code, _, err = run(clean, "ask", QUESTION, "--no-llm", "--upto-chapter", "999", capsys=capsys)
     assert code == 2
     assert error_line(err) == "error: --upto-chapter must be a chapter of the book (1), got 999"
+
+
+def test_points_of_no_book_are_found_and_dropped(damaged, clean_citations, capsys):
+    import qdrant_edge as qe
+
+    shard = qe.EdgeShard.load(str(index(damaged) / "shard"))
+    (rec,), _ = shard.scroll(qe.ScrollRequest(limit=1, with_payload=True, with_vector=True))
+    payload = {k: v for k, v in rec.payload.items() if k != "book_id"}
+    payload["_node_id"] = "00000000-0000-4000-8000-000000000001"
+    stray = qe.Point(id=payload["_node_id"], vector=dict(rec.vector), payload=payload)
+    shard.update(qe.UpdateOperation.upsert_points([stray]))
+    shard.flush()
+    shard.close()
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1 and "problem: the store holds 1 points of no book" in out
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0 and "repaired: dropped 1 points of no book" in out, out + err
+    assert citations(damaged, capsys) == clean_citations
+
+
+def test_a_registry_row_that_is_not_a_book_is_named(damaged, capsys):
+    (damaged / "books.json").write_text(json.dumps({"pg215": {"book_id": "pg215"}}))
+    code, _, err = run(damaged, "books", capsys=capsys)
+    assert code == 2 and "books.json is damaged: not a registry" in error_line(err)

@@ -45,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         print(
-            "interrupted: nothing more was done (the library is as it was saved)", file=sys.stderr
+            "interrupted: what was saved before is kept (every write is atomic); rerun the "
+            "command to resume",
+            file=sys.stderr,
         )
         return 130
     except Exception as exc:

@@ -16,7 +16,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -378,7 +378,15 @@ def _read_rows(path: Path) -> dict[str, dict[str, Any]]:
     if not path.exists():
         return {}
     rows = read_json(path, "registry-file", f"{REPAIR} (rebuilds it from the store)")
-    if not isinstance(rows, dict) or not all(isinstance(r, dict) for r in rows.values()):
+    fields = set(BookRecord.__dataclass_fields__)
+    needed = {
+        name
+        for name, f in BookRecord.__dataclass_fields__.items()
+        if f.default is MISSING and f.default_factory is MISSING
+    }
+    if not isinstance(rows, dict) or not all(
+        isinstance(r, dict) and needed <= set(r) <= fields for r in rows.values()
+    ):
         raise LibraryDamagedError(
             [
                 Problem(
