@@ -14,9 +14,19 @@ from litrag.settings import Settings, focus_words
 
 def build_embed_model(s: Settings) -> Any:
     from litrag.embeddings import WindowedEmbedding, minilm_path
+    from litrag.settings import SettingsError
 
     path = minilm_path() if s.embed_model == "minilm" else Path(s.embed_model)
-    return WindowedEmbedding(path)
+    try:
+        return WindowedEmbedding(path)
+    except Exception as exc:  # a folder that is not a sentence-transformers model
+        if s.embed_model == "minilm":
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SettingsError(
+            f"LITRAG_EMBED_MODEL must be 'minilm' or a sentence-transformers folder; "
+            f"{path} does not load ({type(exc).__name__}: {first[:160]})"
+        ) from None
 
 
 def build_llm(s: Settings) -> Any:
@@ -146,17 +156,26 @@ def build_query_engine(
     another process holds the embedded store. Pass ``store`` / ``embed_model`` to share them
     between engines (one per conversation).
     """
+    from litrag.ingestion.integrity import LibraryDamagedError, check_store
     from litrag.ingestion.library import Library
     from litrag.query.answer import BookQueryEngine
     from litrag.query.focus import PassageFocus
     from litrag.query.retriever import BookRetriever, RetrievalSettings, check_books, loaded_books
     from litrag.query.stores import make_vector_store
 
-    done, partial = loaded_books(Library.read_registry(s.home))
+    records = Library.read_registry(s.home)
+    done, partial = loaded_books(records)
     check_books(book_ids, done, partial)  # before opening (and locking) the store
-    settings = retrieval or RetrievalSettings.from_env(s.retrieval)
+    settings = retrieval or RetrievalSettings.from_env(s.retrieval, s.retrieval_overrides)
+    shared = store is not None
     if store is None:
         store = make_vector_store(s.home, s.collection, url=s.qdrant_url, api_key=s.qdrant_api_key)
+    chosen = [book_ids] if isinstance(book_ids, str) else list(book_ids)
+    problems = check_store(store, records, chosen)  # counts and one point per book: ms
+    if problems:
+        if not shared and hasattr(store, "close"):
+            store.close()
+        raise LibraryDamagedError(problems)
     words = focus_words(s)
     if embed_model is None and (settings.mode != "sparse" or words):  # focus embeds too
         embed_model = build_embed_model(s)

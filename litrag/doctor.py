@@ -247,11 +247,12 @@ def _get(url: str, timeout: float = 5.0, headers: dict[str, str] | None = None) 
 
 def check_store(s: Any) -> Check:
     from litrag.app.handoff import running_ui
+    from litrag.ingestion.integrity import LibraryDamagedError, check_files
     from litrag.ingestion.library import Library
 
     try:
         books = Library.read_registry(s.home)
-    except (OSError, ValueError, TypeError) as exc:
+    except (OSError, ValueError, TypeError, LibraryDamagedError) as exc:
         return Check("store", "fail", f"the registry {s.home / 'books.json'} is unreadable: {exc}")
     count = f"{len(books)} book{'s' if len(books) != 1 else ''}"
     if s.qdrant_url:
@@ -265,6 +266,9 @@ def check_store(s: Any) -> Check:
                 "store", "fail", f"the Qdrant server {s.qdrant_url} is unreachable: {reason}"
             )
         return Check("store", "ok", f"{where} · registry at {s.home}: {count}")
+    problems = check_files(s.home, s.collection, books, embedded=True)
+    if problems:  # the files alone say the library is damaged (no store opened)
+        return Check("store", "fail", problems[0].line())
     ui = running_ui(s.home)
     held = f" · held by {ui.describe()}" if ui else ""
     index = s.home / "index"

@@ -1,4 +1,4 @@
-"""Settings from the environment: plain data and the readers that fill it, no models or stores.
+"""Settings: one validated model, filled from the environment and the command line, read once.
 
 Every backend is chosen by environment variables or CLI flags, never by editing code;
 ``litrag.builders`` builds the models and stores from these settings. ``LITRAG_HOME`` (data
@@ -12,18 +12,55 @@ Answering: ``LITRAG_LOCAL_LLM`` (the packaged model started when no URL is set),
 passages in the answer prompt), ``LITRAG_FOCUS_WORDS`` (words of each passage the LLM reads;
 ``0``: whole passages; default: 110 for the packaged local model, whole for a server).
 
-Standard library only (the default passage order is looked up when a ``Settings`` is made): every
-command reads settings before it decides what else to import.
+Why one model: a bad value (a negative timeout, a path that is a file, an unknown
+``LITRAG_RETRIEVAL_*`` name) is refused when the settings are read, with one line naming the
+variable or flag (``SettingsError``), instead of a traceback deep inside a backend or a silent
+default. Only the standard library and pydantic load here: every command reads settings before it
+decides what else to import.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 DEFAULT_COLLECTION = "litrag"
+RETRIEVAL_PRESETS = ("embedded", "paper")  # litrag.query.retriever.PRESETS (a test checks it)
+LOCAL_MODELS = ("qwen2.5-1.5b", "qwen2.5-coder-1.5b", "qwen", "smollm2")  # local_model_path's
+# LITRAG_RETRIEVAL_<FIELD>: the RetrievalSettings fields the environment may override.
+RETRIEVAL_FIELDS: dict[str, type] = {
+    "mode": str,
+    "dense_top_k": int,
+    "sparse_top_k": int,
+    "alpha": float,
+    "candidates": int,
+    "top_k": int,
+}
+
+# field -> environment variable
+ENV_VARS = {
+    "home": "LITRAG_HOME",
+    "qdrant_url": "QDRANT_URL",
+    "qdrant_api_key": "QDRANT_API_KEY",
+    "llm_url": "LITRAG_LLM_URL",
+    "llm_model": "LITRAG_LLM_MODEL",
+    "embed_model": "LITRAG_EMBED_MODEL",
+    "retrieval": "LITRAG_RETRIEVAL",
+    "passage_order": "LITRAG_PASSAGE_ORDER",
+    "focus_words": "LITRAG_FOCUS_WORDS",
+    "local_llm": "LITRAG_LOCAL_LLM",
+    "llm_timeout": "LITRAG_LLM_TIMEOUT",
+    "llm_context": "LITRAG_LLM_CONTEXT",
+    "models_dir": "LITRAG_MODELS",
+}
+
+
+class SettingsError(ValueError):
+    """A setting (environment variable or flag) holds a value litrag cannot use; the message is
+    one line that starts with the variable's or flag's name."""
 
 
 def home() -> Path:
@@ -31,62 +68,213 @@ def home() -> Path:
     return Path(os.environ.get("LITRAG_HOME") or Path.home() / ".litrag").expanduser()
 
 
-@dataclass
-class Settings:
-    home: Path = field(default_factory=home)  # the function above
-    qdrant_url: str | None = field(default_factory=lambda: os.environ.get("QDRANT_URL") or None)
-    qdrant_api_key: str | None = field(default_factory=lambda: os.environ.get("QDRANT_API_KEY"))
-    llm_url: str | None = field(default_factory=lambda: os.environ.get("LITRAG_LLM_URL") or None)
-    llm_model: str = field(default_factory=lambda: os.environ.get("LITRAG_LLM_MODEL", "local"))
-    embed_model: str = field(default_factory=lambda: os.environ.get("LITRAG_EMBED_MODEL", "minilm"))
-    segmenter: str | None = None  # None: litseg-lite when an LLM is configured, else offline
-    workers: int = 4
-    collection: str = DEFAULT_COLLECTION
-    max_mb: float = 16.0
-    # answering (litrag ask / chat)
-    retrieval: str = field(default_factory=lambda: os.environ.get("LITRAG_RETRIEVAL", "embedded"))
-    passage_order: str = field(
-        default_factory=lambda: os.environ.get("LITRAG_PASSAGE_ORDER") or _default_order()
-    )
-    focus_words: int | None = field(
-        default_factory=lambda: _env_number("LITRAG_FOCUS_WORDS", int)
-    )  # words of each passage the LLM reads (0: whole); None: see focus_words()
-    local_llm: str = field(
-        default_factory=lambda: os.environ.get("LITRAG_LOCAL_LLM", "qwen2.5-1.5b")
-    )
-    llm_timeout: float | None = field(
-        default_factory=lambda: _env_number("LITRAG_LLM_TIMEOUT", float)
-    )  # seconds the LLM may be silent; None: 120 for a server URL, 900 for the local model
-    llm_context: int = field(default_factory=lambda: _env_number("LITRAG_LLM_CONTEXT", int) or 4096)
-    models_dir: Path | None = field(
-        default_factory=lambda: (
-            Path(os.environ["LITRAG_MODELS"]).expanduser()
-            if os.environ.get("LITRAG_MODELS")
-            else None
-        )
-    )  # where packaged models are assembled; None: <home>/models
-
-
-class SettingsError(ValueError):
-    """An environment variable holds a value litrag cannot use."""
-
-
-def _env_number(name: str, kind: type[int] | type[float]) -> Any:
-    """The number in environment variable ``name`` (None when unset or empty)."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return None
-    try:
-        return kind(raw)
-    except ValueError:
-        what = "a whole number" if kind is int else "a number"
-        raise SettingsError(f"{name} must be {what}, got {raw!r}") from None
-
-
 def _default_order() -> str:
     from litrag.query.answer import DEFAULT_PASSAGE_ORDER
 
     return DEFAULT_PASSAGE_ORDER
+
+
+def _check_folder(path: Path, must_exist: bool) -> Path:
+    """``path`` expanded; refused when it (or the nearest part of it that exists) is no folder."""
+    path = Path(path).expanduser()
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        if must_exist:
+            raise ValueError(f"must be an existing folder, but {path} does not exist")
+        probe = probe.parent
+    if not probe.is_dir():
+        what = "it" if probe == path else f"{probe}"
+        raise ValueError(f"must be a folder, but {what} is a file")
+    return path
+
+
+def _check_url(url: str | None, schemes: tuple[str, ...]) -> str | None:
+    if url is not None and not url.startswith(schemes):
+        raise ValueError(f"must be a URL starting with {' or '.join(schemes)}")
+    return url
+
+
+class Settings(BaseModel):
+    """What every command runs with. ``Settings()`` reads the environment for each field not
+    given; ``Settings(names_={...})`` says which flag a given value came from, for the error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    home: Path = Field(default_factory=home, description="Data directory (LITRAG_HOME).")
+    qdrant_url: str | None = Field(
+        default=None, description="A Qdrant server instead of the embedded store (QDRANT_URL)."
+    )
+    qdrant_api_key: str | None = Field(default=None, description="Its API key (QDRANT_API_KEY).")
+    llm_url: str | None = Field(
+        default=None, description="An OpenAI-compatible LLM server (LITRAG_LLM_URL)."
+    )
+    llm_model: str = Field(default="local", description="Its model name (LITRAG_LLM_MODEL).")
+    embed_model: str = Field(
+        default="minilm",
+        description="'minilm' (packaged) or a sentence-transformers folder (LITRAG_EMBED_MODEL).",
+    )
+    segmenter: Literal["offline", "litseg-lite", "litseg"] | None = Field(
+        default=None, description="None: litseg-lite when an LLM is configured, else offline."
+    )
+    workers: int = Field(default=4, ge=1, description="LLM calls in flight while segmenting.")
+    collection: str = Field(default=DEFAULT_COLLECTION, min_length=1, description="Collection.")
+    max_mb: float = Field(default=16.0, gt=0, description="Books larger than this are refused.")
+    retrieval: Literal["embedded", "paper"] = Field(
+        default="embedded", description="Retrieval preset (LITRAG_RETRIEVAL)."
+    )
+    retrieval_overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description="LITRAG_RETRIEVAL_<FIELD> values, checked by retrieval_overrides().",
+    )
+    top_k: int | None = Field(
+        default=None, ge=1, description="Blocks given to the LLM (--top-k); None: the preset's."
+    )
+    passage_order: Literal["score", "story"] = Field(
+        default_factory=_default_order,
+        description="Order of the passages in the answer prompt (LITRAG_PASSAGE_ORDER).",
+    )
+    focus_words: int | None = Field(
+        default=None,
+        ge=0,
+        description="Words of each passage the LLM reads (0: whole); None: see focus_words().",
+    )
+    local_llm: Literal["qwen2.5-1.5b", "qwen2.5-coder-1.5b", "qwen", "smollm2"] = Field(
+        default="qwen2.5-1.5b", description="The packaged model started without a URL."
+    )
+    llm_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds the LLM may be silent; None: 120 for a server, 900 for the local one.",
+    )
+    llm_context: int = Field(default=4096, ge=256, description="Context window, tokens.")
+    models_dir: Path | None = Field(
+        default=None, description="Where packaged models are assembled; None: <home>/models."
+    )
+
+    def __init__(self, names_: dict[str, str] | None = None, **data: Any) -> None:
+        names = dict(names_ or {})
+        raw: dict[str, Any] = {}
+        for name, var in ENV_VARS.items():
+            if name in data:
+                continue
+            value = os.environ.get(var, "")
+            if value.strip() and name != "qdrant_api_key":
+                value = value.strip()
+            if value:
+                raw[name] = value
+                names.setdefault(name, var)
+        if "retrieval_overrides" not in data:
+            data["retrieval_overrides"] = retrieval_overrides()
+        try:
+            super().__init__(**raw, **data)
+        except ValidationError as exc:
+            raise SettingsError(_explain(exc, {**raw, **data}, names)) from None
+
+    @field_validator("home")
+    @classmethod
+    def _home_is_a_folder(cls, v: Path) -> Path:
+        return _check_folder(v, must_exist=False)
+
+    @field_validator("models_dir")
+    @classmethod
+    def _models_is_a_folder(cls, v: Path | None) -> Path | None:
+        return None if v is None else _check_folder(v, must_exist=False)
+
+    @field_validator("embed_model")
+    @classmethod
+    def _embed_model_exists(cls, v: str) -> str:
+        if v == "minilm":
+            return v
+        path = Path(v).expanduser()
+        if not path.is_dir():
+            state = "is a file" if path.exists() else "does not exist"
+            raise ValueError(f"must be 'minilm' or a sentence-transformers folder, but {v} {state}")
+        return str(path)
+
+    @field_validator("qdrant_url")
+    @classmethod
+    def _qdrant_url(cls, v: str | None) -> str | None:
+        return _check_url(v, ("http://", "https://", "path:"))
+
+    @field_validator("llm_url")
+    @classmethod
+    def _llm_url(cls, v: str | None) -> str | None:
+        return _check_url(v, ("http://", "https://"))
+
+
+def retrieval_overrides(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """The ``LITRAG_RETRIEVAL_<FIELD>`` variables, typed and in range; an unknown name or a bad
+    value is a ``SettingsError`` naming the variable."""
+    env = os.environ if environ is None else environ
+    out: dict[str, Any] = {}
+    known = ", ".join(f"LITRAG_RETRIEVAL_{k.upper()}" for k in RETRIEVAL_FIELDS)
+    for var, raw in sorted(env.items()):
+        if not var.startswith("LITRAG_RETRIEVAL_"):
+            continue
+        key = var[len("LITRAG_RETRIEVAL_") :].lower()
+        if key not in RETRIEVAL_FIELDS:
+            raise SettingsError(f"{var} is not a setting; the known ones: {known}")
+        value = raw.strip()
+        if not value:
+            continue
+        kind = RETRIEVAL_FIELDS[key]
+        if key == "mode":
+            if value not in ("hybrid", "dense", "sparse"):
+                raise SettingsError(f"{var} must be one of hybrid, dense, sparse, got {raw!r}")
+            out[key] = value
+            continue
+        try:
+            number = kind(value)
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise SettingsError(f"{var} must be {what}, got {raw!r}") from None
+        if key == "alpha" and not 0.0 <= number <= 1.0:
+            raise SettingsError(f"{var} must be between 0 and 1, got {raw!r}")
+        if kind is int and number < 1:
+            raise SettingsError(f"{var} must be at least 1, got {raw!r}")
+        out[key] = number
+    return out
+
+
+_TYPE_WORDS = {
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "int_type": "must be a whole number",
+    "float_parsing": "must be a number",
+    "float_type": "must be a number",
+    "finite_number": "must be a finite number",
+    "path_type": "must be a path",
+    "string_type": "must be text",
+}
+
+
+def _explain(exc: ValidationError, given: dict[str, Any], names: dict[str, str]) -> str:
+    """The first error of ``exc`` as one line: ``NAME must be ..., got VALUE``."""
+    err = exc.errors()[0]
+    field = str(err["loc"][0]) if err["loc"] else ""
+    name = names.get(field, field)
+    kind, ctx = err["type"], err.get("ctx") or {}
+    if kind in _TYPE_WORDS:
+        why = _TYPE_WORDS[kind]
+    elif kind == "greater_than":
+        why = f"must be greater than {ctx['gt']}"
+    elif kind == "greater_than_equal":
+        why = f"must be at least {ctx['ge']}"
+    elif kind in ("less_than_equal", "less_than"):
+        why = f"must be at most {ctx.get('le', ctx.get('lt'))}"
+    elif kind == "literal_error":
+        why = f"must be one of {ctx.get('expected', '')}".replace("'", "")
+    elif kind == "extra_forbidden":
+        return f"{name} is not a setting"
+    elif kind == "value_error":
+        why = str(ctx.get("error", err["msg"]))
+    else:
+        why = err["msg"]
+    value = given.get(field, err.get("input"))
+    shown = value if isinstance(value, str) else str(value)
+    if kind == "value_error" and shown in why:  # the message already names the value
+        return f"{name} {why}"
+    return f"{name} {why}, got {shown!r}"
 
 
 DEFAULT_FOCUS_WORDS = 110
@@ -100,5 +288,33 @@ def focus_words(s: Settings) -> int:
     configured server (a large model with a long context reads whole scenes well).
     """
     if s.focus_words is not None:
-        return max(s.focus_words, 0)
+        return s.focus_words
     return 0 if s.llm_url else DEFAULT_FOCUS_WORDS
+
+
+class ServerUnreachableError(SettingsError):
+    """A server a setting names (``QDRANT_URL``, ``LITRAG_LLM_URL``) does not answer."""
+
+    def __init__(self, name: str, what: str, url: str, reason: str, fix: str) -> None:
+        super().__init__(f"{name}: the {what} at {url} is unreachable ({reason}): {fix}")
+
+
+def unreachable_reason(exc: BaseException) -> str | None:
+    """Why a call to a server failed, when it failed for want of the server (refused, no such
+    host, timed out), walking the exception's causes; None for any other failure."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        name = type(cur).__name__
+        if isinstance(cur, ConnectionRefusedError) or "refused" in str(cur).lower():
+            return "connection refused"
+        if isinstance(cur, TimeoutError) or "Timeout" in name:
+            return "timed out"
+        if name in ("ConnectError", "APIConnectionError", "ResponseHandlingException") or (
+            isinstance(cur, OSError) and cur.errno is not None
+        ):
+            first = str(cur).splitlines()[0] if str(cur) else name
+            return first[:120]
+        cur = cur.__cause__ or cur.__context__
+    return None

@@ -44,3 +44,125 @@ def test_numbers_from_the_environment(monkeypatch, tmp_path):
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: LITRAG_LLM_CONTEXT must be a whole number, got '4k'"
+
+
+def cli_line(monkeypatch, capsys, tmp_path: Path, *args: str, **env: str) -> tuple[int, str]:
+    """A CLI command, in this process: its exit code and the whole of its stderr."""
+    from litrag.cli import main
+
+    for name in ("LITRAG_FOCUS_WORDS", "LITRAG_LLM_TIMEOUT", "QDRANT_URL", "LITRAG_EMBED_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LITRAG_HOME", str(tmp_path / "home"))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    code = main(list(args))
+    return code, capsys.readouterr().err
+
+
+# (command, environment, the one line it must end in) -- every one a traceback or silently
+# accepted before the settings model
+BAD_SETTINGS = [
+    (
+        ["books"],
+        {"LITRAG_LLM_TIMEOUT": "-1"},
+        "error: LITRAG_LLM_TIMEOUT must be greater than 0.0, got '-1'",
+    ),
+    (
+        ["ask", "q", "--timeout", "-1"],
+        {},
+        "error: --timeout must be greater than 0.0, got '-1.0'",
+    ),
+    (
+        ["ingest", "--max-mb", "-1", "x.txt"],
+        {},
+        "error: --max-mb must be greater than 0.0, got '-1.0'",
+    ),
+    (["ask", "q", "--top-k", "-3"], {}, "error: --top-k must be at least 1, got '-3'"),
+    (
+        ["books"],
+        {"LITRAG_FOCUS_WORDS": "-5"},
+        "error: LITRAG_FOCUS_WORDS must be at least 0, got '-5'",
+    ),
+    (
+        ["books"],
+        {"LITRAG_RETRIEVAL_ALPHA": "abc"},
+        "error: LITRAG_RETRIEVAL_ALPHA must be a number, got 'abc'",
+    ),
+    (
+        ["books"],
+        {"LITRAG_RETRIEVAL_TOPK": "3"},
+        "error: LITRAG_RETRIEVAL_TOPK is not a setting; the known ones: LITRAG_RETRIEVAL_MODE, "
+        "LITRAG_RETRIEVAL_DENSE_TOP_K, LITRAG_RETRIEVAL_SPARSE_TOP_K, LITRAG_RETRIEVAL_ALPHA, "
+        "LITRAG_RETRIEVAL_CANDIDATES, LITRAG_RETRIEVAL_TOP_K",
+    ),
+    (
+        ["ingest", "x.txt"],
+        {"LITRAG_EMBED_MODEL": "/nonexistent"},
+        "error: LITRAG_EMBED_MODEL must be 'minilm' or a sentence-transformers folder, but "
+        "/nonexistent does not exist",
+    ),
+    (
+        ["books"],
+        {"LITRAG_HOME": "/etc/hostname"},
+        "error: LITRAG_HOME must be a folder, but it is a file, got '/etc/hostname'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "env", "line"), BAD_SETTINGS, ids=lambda v: str(v)[:40])
+def test_a_bad_setting_is_one_line_naming_it(monkeypatch, capsys, tmp_path, args, env, line):
+    code, err = cli_line(monkeypatch, capsys, tmp_path, *args, **env)
+    assert "Traceback" not in err
+    assert (code, err.strip().splitlines()[-1]) == (2, line), err
+
+
+def test_a_server_that_is_down_is_named_with_its_url(monkeypatch, capsys, tmp_path):
+    code, err = cli_line(
+        monkeypatch, capsys, tmp_path, "ingest", "x.txt", QDRANT_URL="http://127.0.0.1:9"
+    )
+    assert "Traceback" not in err and code == 2, err
+    assert err.strip().splitlines()[-1] == (
+        "error: QDRANT_URL: the Qdrant server at http://127.0.0.1:9 is unreachable (connection "
+        "refused): start it, or unset QDRANT_URL to use the embedded store"
+    )
+
+
+def test_a_folder_that_is_no_embedding_model_is_named(monkeypatch, capsys, tmp_path):
+    (tmp_path / "empty").mkdir()
+    code, err = cli_line(
+        monkeypatch, capsys, tmp_path, "ingest", "x.txt", LITRAG_EMBED_MODEL=str(tmp_path / "empty")
+    )
+    assert "Traceback" not in err and code == 2, err
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"error: LITRAG_EMBED_MODEL must be 'minilm' or a sentence-transformers folder; "
+            f"{tmp_path / 'empty'} does not load"
+        )
+    )
+
+
+def test_ingest_of_a_device_is_not_no_such_file(monkeypatch, capsys, tmp_path):
+    code, err = cli_line(monkeypatch, capsys, tmp_path, "ingest", "-q", "/dev/null")
+    assert code == 1 and "Traceback" not in err
+    assert "error: /dev/null: is not a regular file (a device, pipe or socket): not a book" in err
+    assert "no such file" not in err
+
+
+def test_flags_and_the_environment_go_through_one_model(monkeypatch):
+    """Settings() reads each variable once, typed and in range; flags override them with their
+    own names in the error."""
+    from litrag.settings import RETRIEVAL_PRESETS, retrieval_overrides
+
+    monkeypatch.setenv("LITRAG_RETRIEVAL_TOP_K", "7")
+    monkeypatch.setenv("LITRAG_RETRIEVAL_MODE", "sparse")
+    assert Settings().retrieval_overrides == {"top_k": 7, "mode": "sparse"}
+    monkeypatch.setenv("LITRAG_RETRIEVAL_MODE", "fuzzy")
+    with pytest.raises(SettingsError, match="LITRAG_RETRIEVAL_MODE must be one of"):
+        retrieval_overrides()
+    with pytest.raises(SettingsError, match=r"^--workers must be at least 1, got '0'$"):
+        Settings(names_={"workers": "--workers"}, workers=0, retrieval_overrides={})
+    from litrag.query.retriever import PRESETS
+
+    assert tuple(sorted(PRESETS)) == RETRIEVAL_PRESETS

@@ -229,7 +229,9 @@ class ChatService:
             raise ValueError("the question is empty")
         if not book_ids:
             raise ValueError("choose at least one book")
-        settings = RetrievalSettings.from_env(retrieval or self.settings.retrieval)
+        settings = RetrievalSettings.from_env(
+            retrieval or self.settings.retrieval, self.settings.retrieval_overrides
+        )
         if top_k:
             settings.top_k = top_k
         llm = self.llm if use_llm else None

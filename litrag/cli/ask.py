@@ -25,11 +25,11 @@ def _close_store(engine: Any) -> None:
 def _cmd_ask(args: argparse.Namespace) -> int:
     """`litrag ask`: a streamed, cited answer; failures are one line and keep the sources."""
     from litrag.builders import build_answer_llm, build_query_engine
+    from litrag.ingestion.integrity import LibraryDamagedError, check_files
     from litrag.ingestion.library import Library
     from litrag.local_llm import LocalModelError
     from litrag.query.edge_store import StoreLockedError
     from litrag.query.retriever import RetrievalSettings, UnknownBookError
-    from litrag.settings import Settings
 
     def fail(msg: str, code: int = 2) -> int:
         print(f"error: {msg}", file=sys.stderr)
@@ -41,20 +41,29 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     # SIGTERM runs the `finally` below too: the local LLM server must not outlive us.
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    s = Settings()
-    if args.timeout is not None:
-        s.llm_timeout = args.timeout
-    books = args.book or [r.book_id for r in Library.read_registry(s.home)][:2]
+    s = settings_from_args(args)  # --timeout, --top-k, --retrieval over the environment
+    records = Library.read_registry(s.home)
+    problems = check_files(s.home, s.collection, records, embedded=not s.qdrant_url)
+    if problems:
+        raise LibraryDamagedError(problems)
+    books = args.book or [r.book_id for r in records][:2]
     if len(books) != 1 and not args.book:  # no --book: fine only when one book is loaded
         return fail(
             "choose a book with --book ID (see: litrag books)"
             if books
             else f"no books in {s.home}; add one with: litrag ingest BOOK.txt"
         )
+    if args.upto_chapter is not None:
+        most = max((r.chapters for r in records if r.book_id in books), default=None)
+        if args.upto_chapter < 0 or (most is not None and args.upto_chapter > most):
+            where = "1 or more" if most is None else f"1-{most}" if most > 1 else "1"
+            return fail(
+                f"--upto-chapter must be a chapter of the book ({where}), got {args.upto_chapter}"
+            )
     try:
-        retrieval = RetrievalSettings.from_env(args.retrieval or s.retrieval)
-        if args.top_k:
-            retrieval.top_k = args.top_k
+        retrieval = RetrievalSettings.from_env(s.retrieval, s.retrieval_overrides)
+        if s.top_k is not None:
+            retrieval.top_k = s.top_k
         engine = build_query_engine(s, books, upto_chapter=args.upto_chapter, retrieval=retrieval)
     except StoreLockedError as exc:  # a running chat UI holds the library: ask through it
         return _ask_through_ui(args, s, books, question, exc)

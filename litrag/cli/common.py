@@ -21,11 +21,25 @@ def llm_from_args(args: argparse.Namespace) -> Any:
     return None
 
 
+# Settings field -> (argparse attribute, flag), for the flags that set one.
+_FLAGS = {
+    "segmenter": ("segmenter", "--segmenter"),
+    "workers": ("workers", "--workers"),
+    "max_mb": ("max_mb", "--max-mb"),
+    "llm_timeout": ("timeout", "--timeout"),
+    "top_k": ("top_k", "--top-k"),
+    "retrieval": ("retrieval", "--retrieval"),
+}
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    """Settings from the environment, with what this command's flags say instead."""
-    s = Settings()
-    for name in ("segmenter", "workers", "max_mb"):
-        value = getattr(args, name, None)
+    """Settings from the environment, with what this command's flags say instead; a bad value
+    of either is a ``SettingsError`` naming the variable or the flag."""
+    given: dict[str, Any] = {}
+    names: dict[str, str] = {}
+    for field, (attr, flag) in _FLAGS.items():
+        value = getattr(args, attr, None)
         if value is not None:
-            setattr(s, name, value)
-    return s
+            given[field] = value
+            names[field] = flag
+    return Settings(names_=names, **given)

@@ -148,9 +148,8 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     cache_dir = args.cache_dir or settings.home() / "eval-cache"
     command = "litrag " + " ".join(shlex.quote(a) for a in args.argv)
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
-    s = Settings()
-    if args.timeout is not None:
-        s.llm_timeout = args.timeout
+    given = {} if args.timeout is None else {"llm_timeout": args.timeout}
+    s = Settings(names_={"llm_timeout": "--timeout"}, **given)  # a bad value: one line
     answer_llm = judge_closer = None
     try:
         questions, dropped = load_answer_questions(qfile, args.dataset, books)

@@ -13,19 +13,32 @@ from litrag.cli.common import settings_from_args
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
     from litrag.builders import build_library
+    from litrag.ingestion.library import Library
     from litrag.query.edge_store import StoreLockedError
     from litrag.query.stores import store_description
 
     s = settings_from_args(args)
+    Library.read_registry(s.home)  # a damaged registry stops here, in one line
     print(f"library: {s.home} ({store_description(s.qdrant_url)})", file=sys.stderr)
     try:
         library = build_library(s)
     except StoreLockedError as exc:
         print(f"error: {_locked_message(s.home, exc)}", file=sys.stderr)
         return 2
-    report = library.ingest(
-        args.paths, show_progress=not args.quiet, on_event=lambda m: print(m, file=sys.stderr)
-    )
+    try:
+        report = library.ingest(
+            args.paths, show_progress=not args.quiet, on_event=lambda m: print(m, file=sys.stderr)
+        )
+    except KeyboardInterrupt:
+        lead = "" if args.quiet else "\n"  # past the progress bar
+        print(
+            f"{lead}interrupted: {_saved(library)}; rerun the same command to resume",
+            file=sys.stderr,
+        )
+        return 130
+    finally:
+        if hasattr(library.store, "close"):
+            library.store.close()  # flushed: every batch stored so far is kept
     for book_id, secs in report.seconds.items():
         print(f"{book_id}: " + ", ".join(f"{k} {v:.1f}s" for k, v in secs.items()))
     print(
@@ -37,11 +50,32 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _saved(library: Any) -> str:
+    """What an interrupted ingest had saved, in words."""
+    done = library.completed
+    parts = [f"saved {', '.join(done)} complete"] if done else []
+    if library.in_progress is not None:
+        book_id, stored, total = library.in_progress
+        parts.append(f"{stored} of {total} chapters of {book_id} stored")
+    return "; ".join(parts) or "nothing of this run was stored yet"
+
+
 def _cmd_books(args: argparse.Namespace) -> int:
+    from litrag.ingestion.integrity import check_files
     from litrag.ingestion.library import Library
 
     s = settings_from_args(args)
     rows = Library.read_registry(s.home)
+    problems = check_files(s.home, s.collection, rows, embedded=not s.qdrant_url)
+    if problems:  # the table alone would describe a library that is not there
+        if rows:
+            _books_table(args, s, rows)
+        print(f"error: {problems[0].line()}", file=sys.stderr)
+        return 2
+    return _books_table(args, s, rows)
+
+
+def _books_table(args: argparse.Namespace, s: Any, rows: list[Any]) -> int:
     if args.json:
         print(json.dumps([r.__dict__ for r in rows], indent=2, ensure_ascii=False))
         return 0

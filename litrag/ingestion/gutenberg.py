@@ -113,6 +113,8 @@ def iter_book_files(path: str | os.PathLike[str], *, recursive: bool = False) ->
     p = Path(path)
     if p.is_file():
         return iter([p])
+    if p.exists() and not p.is_dir():  # /dev/null, a pipe, a socket: there, but no book
+        raise BookLoadError(p, "is not a regular file (a device, pipe or socket): not a book")
     if not p.is_dir():
         raise BookLoadError(p, "no such file or folder")
     pattern = "**/*.txt" if recursive else "*.txt"

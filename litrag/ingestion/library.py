@@ -16,7 +16,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import DEFAULT_MAX_BYTES, BookLoadError, iter_book_files, load_book
+from litrag.ingestion.integrity import REPAIR, LibraryDamagedError, Problem, count_points, read_json
 from litrag.segment import LitSegNodeParser
 
 _NODE_NAMESPACE = uuid.UUID("6f1c2a52-5b1e-4c55-9d7c-6d1f2b8e7a10")
@@ -101,16 +102,24 @@ class Library:
         self._registry_path = self.home / "books.json"
         self._docstore_path = self.home / "docstore.json"
         self._cache_path = self.home / "cache" / "ingestion.json"
-        self.docstore = (
-            SimpleDocumentStore.from_persist_path(str(self._docstore_path))
-            if self._docstore_path.exists()
-            else SimpleDocumentStore()
+        self.docstore = _load(
+            self._docstore_path,
+            SimpleDocumentStore.from_persist_path,
+            SimpleDocumentStore,
+            "docstore-file",
+            f"{REPAIR} (sets it aside; the store keeps every block)",
         )
-        self.cache = (
-            IngestionCache.from_persist_path(str(self._cache_path))
-            if self._cache_path.exists()
-            else IngestionCache()
+        self.cache = _load(
+            self._cache_path,
+            IngestionCache.from_persist_path,
+            IngestionCache,
+            "cache-file",
+            f"{REPAIR} (sets it aside; a later ingest segments again)",
         )
+        # What an interrupted ingest had saved: books completed, and the book in progress as
+        # (book id, chapters stored, chapters); read by the CLI's Ctrl-C line.
+        self.completed: list[str] = []
+        self.in_progress: tuple[str, int, int] | None = None
 
     # -- registry -------------------------------------------------------------------------
 
@@ -119,20 +128,16 @@ class Library:
 
     @staticmethod
     def read_registry(home: Path) -> list[BookRecord]:
-        """The books of the library at ``home``, without opening its store."""
-        path = Path(home) / "books.json"
-        if not path.exists():
-            return []
-        return [BookRecord(**r) for r in json.loads(path.read_text(encoding="utf-8")).values()]
+        """The books of the library at ``home``, without opening its store; a damaged registry
+        is a ``LibraryDamagedError`` naming the repair."""
+        return [BookRecord(**r) for r in _read_rows(Path(home) / "books.json").values()]
 
     def book(self, book_id: str) -> BookRecord | None:
         row = self._read_registry().get(book_id)
         return BookRecord(**row) if row else None
 
     def _read_registry(self) -> dict[str, dict[str, Any]]:
-        if not self._registry_path.exists():
-            return {}
-        return json.loads(self._registry_path.read_text(encoding="utf-8"))
+        return _read_rows(self._registry_path)
 
     def _write_registry(self, rows: dict[str, dict[str, Any]]) -> None:
         _atomic_write(self._registry_path, json.dumps(rows, indent=1, ensure_ascii=False))
@@ -182,6 +187,7 @@ class Library:
                 files.extend(iter_book_files(path))
             except BookLoadError as exc:
                 report.failed.append((str(path), str(exc)))
+        self.completed, self.in_progress = [], None
         for i, file in enumerate(files, start=1):
             say(f"[{i}/{len(files)}] {file.name}")
             try:
@@ -189,6 +195,8 @@ class Library:
             except BookLoadError as exc:
                 report.failed.append((str(file), str(exc)))
                 say(f"  failed: {exc}")
+            except LibraryDamagedError:  # the library itself, not this book: stop, say so
+                raise
             except Exception as exc:  # a bug or a backend error: report, keep going
                 reason = f"{file}: {type(exc).__name__}: {exc}"
                 report.failed.append((str(file), reason))
@@ -207,14 +215,30 @@ class Library:
         t0 = time.perf_counter()
         book = load_book(file, max_bytes=self.max_bytes)
         docs = split_chapters(book)
+        self.in_progress = (book.book_id, 0, len(docs))
         t_load = time.perf_counter() - t0
         fp = self.fingerprint(book.text)
         old = self.book(book.book_id)
         if old is not None and old.fingerprint == fp and old.status == "complete":
-            report.unchanged.append(book.book_id)
-            say(f"  {book.book_id} unchanged")
-            return
-        if old is not None and old.fingerprint != fp:
+            stored = count_points(self.store, book.book_id)
+            if stored == old.nodes:
+                report.unchanged.append(book.book_id)
+                say(f"  {book.book_id} unchanged")
+                return
+            # Never "unchanged" for a book whose points are gone: ingest it again (the cache
+            # gives back its segmentation and embeddings).
+            say(
+                f"  {book.book_id}: the store holds {stored} of its {old.nodes} blocks: "
+                "ingesting it again"
+            )
+            self._drop_nodes(book.book_id)
+        elif old is not None and not old.fingerprint:
+            say(
+                f"  {book.book_id}: its registry entry was restored by `litrag verify`: "
+                "ingesting it again"
+            )
+            self._drop_nodes(book.book_id)
+        elif old is not None and old.fingerprint != fp:
             moved = f" (was {old.source}, now {file})" if old.source != str(file) else ""
             say(f"  {book.book_id} changed: replacing its nodes{moved}")
             self._drop_nodes(book.book_id)
@@ -253,6 +277,7 @@ class Library:
                 inner = timer.get("segment") + timer.get("embed") - before
                 timer.add("store", time.perf_counter() - t_run - inner)
                 self._persist_state()  # a kill after this line loses nothing of this batch
+                self.in_progress = (book.book_id, start + len(batch), len(docs))
                 bar.update(len(batch))
         finally:
             bar.close()
@@ -263,15 +288,14 @@ class Library:
         record.ingested_at = time.strftime("%Y-%m-%d %H:%M:%S")
         record.seconds = {"load": round(t_load, 2), **timer.totals()}
         self._save_record(record)
+        self.completed.append(book.book_id)
+        self.in_progress = None
         report.ingested.append(book.book_id)
         report.seconds[book.book_id] = record.seconds
         say(f"  {book.book_id}: {record.chapters} chapters, {record.nodes} nodes")
 
     def _count_nodes(self, book_id: str) -> int:
-        filters = _book_filter(book_id)
-        if hasattr(self.store, "count"):
-            return int(self.store.count(filters=filters))
-        return len(self.store.get_nodes(filters=filters))
+        return count_points(self.store, book_id)
 
     def _drop_nodes(self, book_id: str) -> None:
         self.store.delete_nodes(filters=_book_filter(book_id))
@@ -282,6 +306,63 @@ class Library:
                 self.docstore.delete_ref_doc(doc_id, raise_error=False)
         self._persist_state()
 
+    # -- repair (litrag verify --repair) ---------------------------------------------------
+    def reingest(self, book_id: str, say: Callable[[str], None] = lambda _m: None) -> str | None:
+        """Ingest a registered book again from its source, as it was (the ingestion cache gives
+        back its segmentation and embeddings); None when done, else why it cannot be."""
+        rec = self.book(book_id)
+        if rec is None:
+            return "it is not in the registry"
+        src = Path(rec.source) if rec.source else None
+        if src is None or not src.is_file():
+            return f"its source {rec.source or '(not recorded)'} is gone"
+        try:
+            book = load_book(src, max_bytes=self.max_bytes)
+        except BookLoadError as exc:
+            return f"its source cannot be read ({exc})"
+        if book.book_id != book_id or self.fingerprint(book.text) != rec.fingerprint:
+            return f"its source {src} changed since it was ingested"
+        self._drop_nodes(book_id)
+        rec.status = "ingesting"
+        self._save_record(rec)
+        self._ingest_one(src, IngestReport(), False, say)
+        return None
+
+    def reembed(self, book_id: str) -> int:
+        """Embed a book's stored blocks again from their stored text (its source being gone):
+        the blocks and their ids stay, the vectors are made anew. Returns the blocks done."""
+        if self.embed_model is None:
+            raise ValueError("this Library was opened without an embedder: read-only")
+        nodes = self.store.get_nodes(filters=_book_filter(book_id))
+        for start in range(0, len(nodes), 256):
+            batch = self.embed_model(nodes[start : start + 256])
+            self.store.add(batch)
+        return len(nodes)
+
+    def restore_record(self, book_id: str, scan: Any) -> BookRecord:
+        """A registry entry re-derived from a book's stored points (``integrity.BookScan``);
+        its source is unknown, so a later ingest of the book replaces its points."""
+        meta = scan.meta
+        record = BookRecord(
+            book_id=book_id,
+            title=str(meta.get("title") or book_id),
+            author=meta.get("author"),
+            chapters=len(scan.doc_ids),
+            nodes=scan.points,
+            segmenter=str(meta.get("segmenter") or "unknown"),
+            source="",
+            fingerprint="",
+            status="complete",
+            ingested_at=time.strftime("%Y-%m-%d %H:%M:%S") + " (restored)",
+        )
+        self._save_record(record)
+        return record
+
+    def chapter_doc_ids(self, book_id: str) -> set[str]:
+        """The chapter documents of a book the docstore knows (empty when it knows none)."""
+        prefix = f"{book_id}:"
+        return {d for d in self.docstore.get_all_document_hashes().values() if d.startswith(prefix)}
+
     def remove(self, book_id: str) -> bool:
         """Remove a book's nodes and registry entry; False when no such book."""
         rows = self._read_registry()
@@ -291,6 +372,44 @@ class Library:
         del rows[book_id]
         self._write_registry(rows)
         return True
+
+
+def _read_rows(path: Path) -> dict[str, dict[str, Any]]:
+    if not path.exists():
+        return {}
+    rows = read_json(path, "registry-file", f"{REPAIR} (rebuilds it from the store)")
+    fields = set(BookRecord.__dataclass_fields__)
+    needed = {
+        name
+        for name, f in BookRecord.__dataclass_fields__.items()
+        if f.default is MISSING and f.default_factory is MISSING
+    }
+    if not isinstance(rows, dict) or not all(
+        isinstance(r, dict) and needed <= set(r) <= fields for r in rows.values()
+    ):
+        raise LibraryDamagedError(
+            [
+                Problem(
+                    f"{path} is damaged: not a registry",
+                    f"{REPAIR} (rebuilds it from the store)",
+                    "registry-file",
+                )
+            ]
+        )
+    return rows
+
+
+def _load(
+    path: Path, load: Callable[[str], Any], empty: Callable[[], Any], kind: str, fix: str
+) -> Any:
+    """A persisted docstore or cache; one that does not parse is a ``LibraryDamagedError``."""
+    if not path.exists():
+        return empty()
+    try:
+        return load(str(path))
+    except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError is a ValueError
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise LibraryDamagedError([Problem(f"{path} is damaged ({reason})", fix, kind)]) from None
 
 
 def _book_filter(book_id: str) -> MetadataFilters:

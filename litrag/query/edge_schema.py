@@ -131,10 +131,76 @@ def is_lock_error(e: BaseException) -> bool:
 
 
 def read_config(folder: Path) -> EdgeStoreConfig | None:
+    """The saved config; None when there is none. A damaged file is a ``ValueError``."""
     p = folder / CONFIG_FILE
     if not p.exists():
         return None
     return EdgeStoreConfig.model_validate_json(p.read_text(encoding="utf-8"))
+
+
+def shard_config_path(folder: Path) -> Path:
+    """The engine's own config of the shard (written by Edge when the shard is created)."""
+    return folder / SHARD_DIR / "edge_config.json"
+
+
+def read_shard_config(folder: Path) -> dict[str, Any] | None:
+    """The shard's ``edge_config.json`` as a dict; None when absent or unreadable."""
+    try:
+        return json.loads(shard_config_path(folder).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def config_mismatch(folder: Path, cfg: EdgeStoreConfig) -> str | None:
+    """Why ``cfg`` does not describe the shard in ``folder`` (its vector names and sizes), or
+    None when it does (or there is no shard yet). Why: a config that lost its window vector name
+    would silently search the per-block vectors and cite other passages."""
+    shard = read_shard_config(folder)
+    if shard is None:
+        return None
+    dense = shard.get("vectors") or {}
+    multi = sorted(n for n, v in dense.items() if v.get("multivector_config"))
+    single = sorted(n for n, v in dense.items() if not v.get("multivector_config"))
+    want_multi = [cfg.window_vector_name] if cfg.window_vector_name else []
+    if single != [cfg.dense_vector_name] or multi != want_multi:
+        return (
+            f"{CONFIG_FILE} names the vectors {[cfg.dense_vector_name, *want_multi]} but the shard "
+            f"holds {single + multi}"
+        )
+    size = dense[cfg.dense_vector_name].get("size")
+    if cfg.dense_dim is not None and size != cfg.dense_dim:
+        return f"{CONFIG_FILE} says {cfg.dense_dim}-d vectors but the shard holds {size}-d ones"
+    if sorted(shard.get("sparse_vectors") or {}) != [cfg.sparse_vector_name]:
+        return f"{CONFIG_FILE} names the sparse vector {cfg.sparse_vector_name!r}, the shard not"
+    return None
+
+
+def config_from_shard(folder: Path) -> EdgeStoreConfig:
+    """Re-derive ``litrag_store.json`` from the shard's own config (vector names and sizes,
+    distance, IDF, HNSW); payload indexes are the defaults, which ingest creates."""
+    shard = read_shard_config(folder)
+    if shard is None:
+        raise ValueError(f"{shard_config_path(folder)} is missing or damaged")
+    vectors = shard.get("vectors") or {}
+    single = [n for n, v in vectors.items() if not v.get("multivector_config")]
+    multi = [n for n, v in vectors.items() if v.get("multivector_config")]
+    sparse = list(shard.get("sparse_vectors") or {})
+    if len(single) != 1 or len(multi) > 1 or len(sparse) != 1:
+        raise ValueError(f"{shard_config_path(folder)}: vectors {list(vectors)} are not litrag's")
+    dense = vectors[single[0]]
+    hnsw = shard.get("hnsw_config") or {}
+    defaults = EdgeStoreConfig()
+    return EdgeStoreConfig(
+        dense_dim=dense.get("size"),
+        distance=str(dense.get("distance", "cosine")).lower(),  # type: ignore[arg-type]
+        dense_vector_name=single[0],
+        sparse_vector_name=sparse[0],
+        window_vector_name=multi[0] if multi else None,
+        sparse_idf=(shard["sparse_vectors"][sparse[0]] or {}).get("modifier") == "idf",
+        hnsw_m=hnsw.get("m", defaults.hnsw_m),
+        hnsw_ef_construct=hnsw.get("ef_construct", defaults.hnsw_ef_construct),
+        full_scan_threshold_kb=hnsw.get("full_scan_threshold", defaults.full_scan_threshold_kb),
+    )
 
 
 def write_config(folder: Path, cfg: EdgeStoreConfig) -> None:

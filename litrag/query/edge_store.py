@@ -49,11 +49,13 @@ from litrag.query.edge_schema import (
     PAYLOAD_SCHEMA,
     SHARD_DIR,
     EdgeStoreConfig,
+    config_mismatch,
     edge_config,
     is_lock_error,
     read_config,
     read_owner,
     remove_owner,
+    shard_config_path,
     shard_dense_dim,
     write_config,
     write_owner,
@@ -93,6 +95,27 @@ class StoreLockedError(RuntimeError):
             "time; close it or go through that process, or use a Qdrant server for concurrent "
             "writers (set QDRANT_URL)."
         )
+
+
+class StoreConfigError(ValueError):
+    """``litrag_store.json`` is missing, damaged or disagrees with the shard it describes.
+
+    Why not recreate it with defaults: a default config has no window vector name, so dense
+    search would silently use the per-block vectors and cite other passages.
+    """
+
+    def __init__(self, folder: Path, problem: str) -> None:
+        self.folder = folder
+        super().__init__(f"{problem}: run `litrag verify --repair` (rebuilds it from the shard)")
+
+
+@dataclass
+class ScannedPoint:
+    """One point as a scan sees it: id, (selected) payload and (selected) vectors."""
+
+    id: Any
+    payload: dict[str, Any]
+    vectors: dict[str, Any]
 
 
 @dataclass
@@ -176,7 +199,17 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         **kwargs: Any,
     ) -> None:
         folder = Path(path) / collection_name
-        saved = read_config(folder)
+        try:
+            saved = read_config(folder)
+        except ValueError:
+            raise StoreConfigError(
+                folder, f"the store config {folder / CONFIG_FILE} is damaged"
+            ) from None
+        if saved is None and shard_config_path(folder).exists():
+            raise StoreConfigError(folder, f"the store config {folder / CONFIG_FILE} is missing")
+        wrong = config_mismatch(folder, saved) if saved is not None else None
+        if wrong:
+            raise StoreConfigError(folder, f"{folder}: {wrong}")
         if saved is not None:
             if config is not None and config.model_dump(exclude={"dense_dim"}) != saved.model_dump(
                 exclude={"dense_dim"}
@@ -424,6 +457,39 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
                 dense=vec.get(self.config.dense_vector_name),
                 sparse=(list(sp.indices), list(sp.values)) if sp is not None else None,
                 payload=r.payload or {},
+            )
+
+    def scan_points(
+        self,
+        book_id: str | None = None,
+        limit: int | None = None,
+        vectors: Sequence[str] = (),
+        payload_keys: Sequence[str] = (
+            "book_id",
+            "doc_id",
+            "chapter_index",
+            "_node_id",
+            "title",
+            "author",
+            "segmenter",
+        ),
+    ) -> Iterator[ScannedPoint]:
+        """Points (of one book) with the named vectors and a few payload keys: what an
+        integrity check reads, without decoding whole nodes."""
+        if self._shard is None:
+            return
+        flt = None
+        if book_id is not None:
+            flt = qe.Filter(must=[qe.FieldCondition(key="book_id", match=qe.MatchValue(book_id))])
+        for r in self._scroll(
+            flt,
+            limit=limit,
+            with_vector=list(vectors) if vectors else False,
+            page=256,
+            with_payload=qe.PayloadSelector.Include(list(payload_keys)),
+        ):
+            yield ScannedPoint(
+                r.id, r.payload or {}, r.vector if isinstance(r.vector, dict) else {}
             )
 
     def _scroll(

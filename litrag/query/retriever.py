@@ -103,22 +103,17 @@ class RetrievalSettings(BaseModel):
         return cls(preset=preset, **values)  # type: ignore[arg-type]
 
     @classmethod
-    def from_env(cls, preset: str | None = None) -> RetrievalSettings:
-        """``LITRAG_RETRIEVAL`` (preset) and ``LITRAG_RETRIEVAL_<FIELD>`` overrides."""
+    def from_env(
+        cls, preset: str | None = None, overrides: Mapping[str, Any] | None = None
+    ) -> RetrievalSettings:
+        """``LITRAG_RETRIEVAL`` (preset) and ``LITRAG_RETRIEVAL_<FIELD>`` overrides, checked by
+        ``litrag.settings.retrieval_overrides`` (pass ``Settings.retrieval_overrides`` to reuse
+        what the settings read)."""
+        from litrag.settings import retrieval_overrides
+
         name = preset or os.environ.get("LITRAG_RETRIEVAL") or "embedded"
-        overrides: dict[str, Any] = {}
-        for key, kind in (
-            ("mode", str),
-            ("dense_top_k", int),
-            ("sparse_top_k", int),
-            ("alpha", float),
-            ("candidates", int),
-            ("top_k", int),
-        ):
-            raw = os.environ.get(f"LITRAG_RETRIEVAL_{key.upper()}")
-            if raw:
-                overrides[key] = kind(raw)
-        return cls.from_preset(name, **overrides)
+        values = retrieval_overrides() if overrides is None else dict(overrides)
+        return cls.from_preset(name, **values)
 
     def candidate_count(self, reranking: bool) -> int:
         if self.candidates is not None:

@@ -97,7 +97,30 @@ def _server_store(
         raise ImportError(
             "QDRANT_URL needs the 'server' extra: pip install 'litrag[server]'"
         ) from exc
-    client = QdrantClient(**qdrant_client_settings(url, api_key))
+    import warnings
+
+    from litrag.settings import ServerUnreachableError, unreachable_reason
+
+    try:
+        # A server that is down is named here, in one line (not with qdrant-client's version
+        # warning and a traceback); warnings of a server that answers are shown as ever.
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            client = QdrantClient(**qdrant_client_settings(url, api_key))
+            client.get_collections()
+        for w in said:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    except Exception as exc:
+        reason = unreachable_reason(exc)
+        if reason is None:
+            raise
+        raise ServerUnreachableError(
+            "QDRANT_URL",
+            "Qdrant server",
+            url,
+            reason,
+            "start it, or unset QDRANT_URL to use the embedded store",
+        ) from None
     store = QdrantVectorStore(
         collection_name=collection,
         client=client,

@@ -1,0 +1,432 @@
+"""Does a library agree with itself? The registry (``books.json``), the docstore and the store.
+
+Why: a library damaged on disk (a deleted index, a truncated JSON file, a lost store config) used
+to answer from what was left ("Nothing in the book matches the question", other citations) with
+exit 0. Every command that opens a library now runs the cheap checks here and stops with one line
+naming what is wrong and the command that repairs it; ``litrag verify [--repair]`` runs the full
+check and re-derives what can be re-derived (see ``litrag.cli.verify``).
+
+- ``check_files``: files only, no store opened (so it works while the chat UI holds the store):
+  the registry is readable, the store's shard and its ``litrag_store.json`` exist when the
+  registry lists books, the config's vector names are the shard's.
+- ``check_store``: an opened store: point counts per book against the registry (an exact count
+  on the ``book_id`` payload index, milliseconds), one point per book with non-zero vectors, and
+  no points of books the registry does not list.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPAIR = "run `litrag verify --repair`"
+
+
+@dataclass
+class Problem:
+    """One disagreement: what is wrong, and the command that repairs it."""
+
+    what: str
+    fix: str
+    kind: str  # registry-file, docstore-file, cache-file, store-missing, store-config,
+    # points, vectors, interrupted, unregistered, orphans
+    book_id: str | None = None
+
+    def line(self) -> str:
+        return f"{self.what}: {self.fix}"
+
+
+class LibraryDamagedError(ValueError):
+    """The library's parts disagree; ``str()`` is one line: the first problem and its fix."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        more = len(self.problems) - 1
+        tail = (
+            f" ({more} more problem{'s' if more > 1 else ''}: see `litrag verify`)" if more else ""
+        )
+        super().__init__(self.problems[0].line() + tail)
+
+
+def read_json(path: Path, kind: str, fix: str) -> Any:
+    """``path``'s JSON; a file that is not JSON is a ``LibraryDamagedError`` naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        reason = f"not text ({exc.reason})"
+    except json.JSONDecodeError as exc:
+        reason = f"not valid JSON ({exc.msg}: line {exc.lineno} column {exc.colno})"
+    raise LibraryDamagedError([Problem(f"{path} is damaged: {reason}", fix, kind)])
+
+
+def set_aside(path: Path) -> Path:
+    """Move a damaged file out of the way (kept, never deleted): ``NAME.damaged-<time>``."""
+    dest = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+    path.replace(dest)
+    return dest
+
+
+# ------------------------------------------------------------------------------- files only
+def check_files(
+    home: Path, collection: str, records: Iterable[Any], embedded: bool
+) -> list[Problem]:
+    """What can be told from the files alone, without opening (or locking) the store."""
+    from litrag.query.edge_schema import config_mismatch, read_config, shard_config_path
+
+    home = Path(home)
+    books = [r for r in records if r.status == "complete"]
+    if not embedded:
+        return []
+    folder = home / "index" / collection
+    shard_cfg = shard_config_path(folder)
+    if not (home / "books.json").exists():
+        if shard_cfg.exists():
+            return [
+                Problem(
+                    f"{home / 'books.json'} is missing but the store {folder} holds data",
+                    f"{REPAIR} (rebuilds the registry from the store)",
+                    "unregistered",
+                )
+            ]
+        return []
+    if not books:
+        return []
+    n = len(books)
+    if not shard_cfg.exists():
+        return [
+            Problem(
+                f"the store {folder / 'shard'} is missing, but the registry lists {n} "
+                f"book{'s' * (n > 1)}",
+                f"{REPAIR} (re-ingests them from their sources)",
+                "store-missing",
+            )
+        ]
+    try:
+        saved = read_config(folder)
+    except ValueError:
+        saved = None
+        damaged = True
+    else:
+        damaged = False
+    if saved is None:
+        state = "damaged" if damaged else "missing"
+        return [
+            Problem(
+                f"the store config {folder / 'litrag_store.json'} is {state}",
+                f"{REPAIR} (rebuilds it from the shard)",
+                "store-config",
+            )
+        ]
+    wrong = config_mismatch(folder, saved)
+    if wrong:
+        return [
+            Problem(f"{folder}: {wrong}", f"{REPAIR} (rebuilds it from the shard)", "store-config")
+        ]
+    return []
+
+
+# ------------------------------------------------------------------------------- the store
+def count_points(store: Any, book_id: str | None = None) -> int:
+    """Points of one book (or all): exact, on the ``book_id`` payload index."""
+    from litrag.ingestion.library import _book_filter
+
+    filters = _book_filter(book_id) if book_id is not None else None
+    if hasattr(store, "count"):
+        return int(store.count(filters=filters))
+    client = getattr(store, "client", None)  # LlamaIndex's QdrantVectorStore
+    from qdrant_client import models
+
+    flt = None
+    if book_id is not None:
+        flt = models.Filter(
+            must=[models.FieldCondition(key="book_id", match=models.MatchValue(value=book_id))]
+        )
+    return int(client.count(store.collection_name, count_filter=flt, exact=True).count)
+
+
+def zero_vectors(vectors: dict[str, Any] | None, names: Sequence[str]) -> list[str]:
+    """The names among ``names`` whose vector (or every vector of a multivector) is all zeros or
+    absent: a point a search can never find by meaning."""
+    bad = []
+    vectors = vectors or {}
+    for name in names:
+        v = vectors.get(name)
+        if v is None:
+            bad.append(name)
+            continue
+        rows = v if v and isinstance(v[0], (list, tuple)) else [v]
+        if all(math.fsum(x * x for x in row) < 1e-12 for row in rows):
+            bad.append(name)
+    return bad
+
+
+def check_store(
+    store: Any, records: Iterable[Any], book_ids: Sequence[str] | None = None
+) -> list[Problem]:
+    """Counts per book against the registry, one sampled point per book, unregistered points.
+
+    ``book_ids``: check only these books (what ``ask`` is about to search); None: every book, and
+    that the store holds no points of books the registry does not list.
+    """
+    rows = {r.book_id: r for r in records}
+    chosen = (
+        [rows[b] for b in book_ids if b in rows] if book_ids is not None else list(rows.values())
+    )
+    problems: list[Problem] = []
+    for rec in chosen:
+        if rec.status != "complete":
+            continue
+        have = count_points(store, rec.book_id)
+        if have != rec.nodes:
+            problems.append(
+                Problem(
+                    f"{rec.book_id} ({rec.title}): the registry lists {rec.nodes} blocks but the "
+                    f"store holds {have}",
+                    f"{REPAIR} (re-ingests it from {rec.source or 'its source'})",
+                    "points",
+                    rec.book_id,
+                )
+            )
+            continue
+        bad = sample_vectors(store, rec.book_id)
+        if bad:
+            problems.append(
+                Problem(
+                    f"{rec.book_id} ({rec.title}): its stored {', '.join(bad)} vectors are zero",
+                    f"{REPAIR} (embeds it again)",
+                    "vectors",
+                    rec.book_id,
+                )
+            )
+    if book_ids is None:
+        listed = sum(r.nodes for r in rows.values() if r.status == "complete")
+        partial = [r.book_id for r in rows.values() if r.status != "complete"]
+        total = count_points(store)
+        if total > listed and not partial:
+            problems.append(
+                Problem(
+                    f"the store holds {total - listed} points of books the registry does not list",
+                    f"{REPAIR} (restores them to the registry)",
+                    "unregistered",
+                )
+            )
+    return problems
+
+
+def vector_names(store: Any) -> list[str]:
+    cfg = getattr(store, "config", None)
+    if cfg is None:
+        return []
+    return [n for n in (cfg.dense_vector_name, cfg.window_vector_name) if n]
+
+
+def sample_vectors(store: Any, book_id: str) -> list[str]:
+    """Zero or missing vectors among the first stored points of ``book_id`` (embedded store)."""
+    names = vector_names(store)
+    if not names or getattr(store, "client", None) is None:
+        return []
+    bad: set[str] = set()
+    for point in store.scan_points(book_id=book_id, limit=4, vectors=names):
+        bad.update(zero_vectors(point.vectors, names))
+    return sorted(bad)
+
+
+@dataclass
+class BookScan:
+    """What a full scan of the store found for one book."""
+
+    points: int = 0
+    zero: set[str] = field(default_factory=set)  # vector names found zero in some point
+    doc_ids: set[str] = field(default_factory=set)
+    chapters: set[int] = field(default_factory=set)
+    node_ids: set[str] = field(default_factory=set)
+    meta: dict[str, Any] = field(default_factory=dict)  # title, author, segmenter (first point)
+
+
+def scan_store(store: Any) -> tuple[dict[str | None, BookScan], int]:
+    """Every point, book by book, with its vectors checked; and the number of points seen."""
+    names = vector_names(store)
+    out: dict[str | None, BookScan] = {}
+    n = 0
+    for point in store.scan_points(vectors=names):
+        n += 1
+        p = point.payload
+        scan = out.setdefault(p.get("book_id"), BookScan())
+        scan.points += 1
+        scan.zero.update(zero_vectors(point.vectors, names))
+        if p.get("doc_id"):
+            scan.doc_ids.add(str(p["doc_id"]))
+        if isinstance(p.get("chapter_index"), int):
+            scan.chapters.add(p["chapter_index"])
+        if p.get("_node_id"):
+            scan.node_ids.add(str(p["_node_id"]))
+        if not scan.meta:
+            scan.meta = {k: p.get(k) for k in ("title", "author", "segmenter")}
+    return out, n
+
+
+# ------------------------------------------------------------------------------- verify
+def check_library_files(
+    home: Path, collection: str, repair: bool
+) -> tuple[list[Problem], list[str]]:
+    """The files a library opens with: the registry, the docstore, the ingestion cache and the
+    store config. Returns (problems left, repairs done). A damaged file is set aside (kept),
+    never deleted; the store config is re-derived from the shard's own config."""
+    from litrag.query.edge_schema import config_from_shard, write_config
+
+    home = Path(home)
+    problems: list[Problem] = []
+    done: list[str] = []
+    for path, kind, why in (
+        (home / "books.json", "registry-file", "rebuilds it from the store"),
+        (home / "docstore.json", "docstore-file", "sets it aside; the store keeps every block"),
+        (home / "cache" / "ingestion.json", "cache-file", "sets it aside; ingest segments again"),
+    ):
+        if not path.exists():
+            continue
+        try:
+            read_json(path, kind, f"{REPAIR} ({why})")
+        except LibraryDamagedError as exc:
+            if repair:
+                dest = set_aside(path)
+                done.append(f"set the damaged {path.name} aside as {dest.name}")
+            else:
+                problems.extend(exc.problems)
+    folder = home / "index" / collection
+    records: list[Any] = []
+    if (home / "books.json").exists():
+        from litrag.ingestion.library import Library
+
+        records = Library.read_registry(home)
+    found = [p for p in check_files(home, collection, records, True) if p.kind == "store-config"]
+    if found and repair:
+        try:
+            cfg = config_from_shard(folder)
+        except ValueError as exc:
+            problems.append(Problem(found[0].what, f"cannot rebuild it: {exc}", "store-config"))
+        else:
+            write_config(folder, cfg)
+            done.append(
+                f"rebuilt {folder / 'litrag_store.json'} from the shard "
+                f"(window vectors: {cfg.window_vector_name or 'none'})"
+            )
+    else:
+        problems.extend(found)
+    return problems, done
+
+
+def verify_library(
+    library: Any, repair: bool, say: Any = lambda _m: None
+) -> tuple[list[Problem], list[str]]:
+    """The full check of an opened library (embedded store): every point read, book by book,
+    against the registry and the docstore; with ``repair``, what can be re-derived is: a book
+    whose points are missing, zero or half-ingested is ingested again from its source (or, with
+    the source gone but every point there, embedded again from its stored text); points of no
+    registered chapter are dropped; books the registry lost are restored from their points.
+    What cannot be re-derived is left, and said. Returns (problems left, repairs done)."""
+    store = library.store
+    records = {r.book_id: r for r in library.books()}
+    scans, _ = scan_store(store)
+    problems: list[Problem] = []
+    done: list[str] = []
+    touched = False
+    for book_id, rec in records.items():
+        scan = scans.get(book_id, BookScan())
+        label = f"{book_id} ({rec.title})"
+        if rec.status != "complete":
+            p = Problem(
+                f"{label} was interrupted while ingesting",
+                f"rerun `litrag ingest {rec.source}` or {REPAIR}",
+                "interrupted",
+                book_id,
+            )
+        elif scan.points != rec.nodes:
+            p = Problem(
+                f"{label}: the registry lists {rec.nodes} blocks but the store holds {scan.points}",
+                f"{REPAIR} (re-ingests it from {rec.source or 'its source'})",
+                "points",
+                book_id,
+            )
+        elif scan.zero:
+            p = Problem(
+                f"{label}: {', '.join(sorted(scan.zero))} vectors of some blocks are zero",
+                f"{REPAIR} (embeds it again)",
+                "vectors",
+                book_id,
+            )
+        else:
+            chapters = library.chapter_doc_ids(book_id)
+            stray = sorted(d for d in scan.doc_ids if chapters and d not in chapters)
+            if stray:
+                p = Problem(
+                    f"{label}: the store holds points of {len(stray)} stray chapters ({stray[0]})",
+                    f"{REPAIR} (drops them)",
+                    "orphans",
+                    book_id,
+                )
+                if repair:
+                    for doc_id in stray:
+                        store.delete(doc_id)
+                    done.append(f"{book_id}: dropped the points of {len(stray)} stray chapter(s)")
+                    touched = True
+                else:
+                    problems.append(p)
+                continue
+            continue
+        if not repair:
+            problems.append(p)
+            continue
+        say(f"{book_id}: repairing ({p.what.split(': ', 1)[-1]})")
+        why = library.reingest(book_id, say)
+        if why is None:
+            done.append(f"{book_id}: ingested again from {rec.source}")
+            touched = True
+        elif p.kind == "vectors":
+            n = library.reembed(book_id)
+            done.append(f"{book_id}: embedded its {n} stored blocks again ({why})")
+            touched = True
+        else:
+            problems.append(
+                Problem(
+                    p.what,
+                    f"cannot re-derive it: {why}; ingest the book again with `litrag ingest FILE`",
+                    p.kind,
+                    book_id,
+                )
+            )
+    for book_id, scan in scans.items():
+        if book_id in records:
+            continue
+        if book_id is None:
+            p = Problem(
+                f"the store holds {scan.points} points of no book",
+                f"{REPAIR} (drops them)",
+                "orphans",
+            )
+            if repair:
+                store.delete_nodes(node_ids=sorted(scan.node_ids))
+                done.append(f"dropped {scan.points} points of no book")
+                touched = True
+            else:
+                problems.append(p)
+            continue
+        p = Problem(
+            f"{book_id}: the store holds {scan.points} points of a book the registry does not list",
+            f"{REPAIR} (restores it to the registry)",
+            "unregistered",
+            book_id,
+        )
+        if repair:
+            library.restore_record(book_id, scan)
+            done.append(f"{book_id}: restored to the registry from its {scan.points} stored points")
+        else:
+            problems.append(p)
+    if touched and hasattr(store, "optimize"):
+        say("building the search index")
+        store.optimize()
+    return problems, done

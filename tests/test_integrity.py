@@ -1,0 +1,328 @@
+"""Fault injection on a real small library (the first chapter of The Call of the Wild, offline
+segmenter, packaged MiniLM, embedded Qdrant Edge): each test damages a copy of one clean library
+the way a user's disk or a kill would, then checks the one line the CLI prints (problem and fix,
+exit 2, no traceback) and that ``litrag verify --repair`` (or a rerun of ``ingest``) brings back
+exactly the clean library's citations."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from litrag.cli import main
+
+FOOTER = "\n*** END OF THE PROJECT GUTENBERG EBOOK ***\n"
+QUESTION = "Who stole Buck from Judge Miller's place?"
+
+
+@pytest.fixture(scope="module")
+def book(books_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    raw = (books_dir / "pg215_call_of_the_wild.txt").read_bytes().decode("utf-8-sig")
+    raw = raw.replace("\r\n", "\n")
+    path = tmp_path_factory.mktemp("books") / "wild.txt"
+    path.write_text(raw[: raw.index("\nChapter II.")] + FOOTER, encoding="utf-8")
+    return path
+
+
+def run(home: Path, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """One CLI command in this process (models load faster than in a fresh one)."""
+    old = os.environ.get("LITRAG_HOME")
+    os.environ["LITRAG_HOME"] = str(home)
+    try:
+        code = main(list(args))
+    finally:
+        if old is None:
+            os.environ.pop("LITRAG_HOME", None)
+        else:
+            os.environ["LITRAG_HOME"] = old
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def citations(home: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    code, out, err = run(home, "ask", QUESTION, "--no-llm", "--json", capsys=capsys)
+    assert code == 0, err
+    return [s["node_id"] for s in json.loads(out)["sources"]]
+
+
+def error_line(err: str) -> str:
+    """The one ``error:`` line of a failed command (and no traceback)."""
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def quiet(home: Path, *args: str) -> tuple[int, str]:
+    """A CLI command in this process, for module fixtures (which have no capsys): its stdout."""
+    out = io.StringIO()
+    old = os.environ.get("LITRAG_HOME")
+    os.environ["LITRAG_HOME"] = str(home)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = main(list(args))
+    finally:
+        if old is None:
+            os.environ.pop("LITRAG_HOME", None)
+        else:
+            os.environ["LITRAG_HOME"] = old
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def clean(book: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("clean") / "home"
+    assert quiet(home, "ingest", "-q", str(book))[0] == 0
+    return home
+
+
+@pytest.fixture(scope="module")
+def clean_citations(clean: Path) -> list[str]:
+    """The node ids the clean library cites for QUESTION."""
+    code, out = quiet(clean, "ask", QUESTION, "--no-llm", "--json")
+    assert code == 0
+    ids = [s["node_id"] for s in json.loads(out)["sources"]]
+    assert ids
+    return ids
+
+
+@pytest.fixture
+def damaged(clean: Path, tmp_path: Path) -> Path:
+    """A copy of the clean library, for one test to damage."""
+    home = tmp_path / "home"
+    shutil.copytree(clean, home)
+    return home
+
+
+def index(home: Path) -> Path:
+    return home / "index" / "litrag"
+
+
+def test_deleted_index_is_named_and_ingest_restores_it(damaged, book, clean_citations, capsys):
+    shutil.rmtree(damaged / "index")
+    code, _, err = run(damaged, "books", capsys=capsys)
+    line = error_line(err)
+    assert code == 2 and "is missing" in line and "litrag verify --repair" in line
+    code, _, err = run(damaged, "ask", QUESTION, "--no-llm", capsys=capsys)
+    assert code == 2 and error_line(err) == line
+    code, out, err = run(damaged, "ingest", "-q", str(book), capsys=capsys)
+    assert code == 0, err
+    assert "unchanged" not in err and "ingested 1, unchanged 0" in out
+    assert "the store holds 0 of its" in err
+    assert citations(damaged, capsys) == clean_citations
+
+
+def test_deleted_shard_is_repaired_by_verify(damaged, clean_citations, capsys):
+    shutil.rmtree(index(damaged) / "shard")
+    code, _, err = run(damaged, "ask", QUESTION, "--no-llm", capsys=capsys)
+    assert code == 2 and "litrag verify --repair" in error_line(err)
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1 and "problem:" in out
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert "repaired: pg215: ingested again" in out and "ok: 1 book" in out
+    assert citations(damaged, capsys) == clean_citations
+
+
+def test_deleted_store_config_is_named_and_rebuilt_from_the_shard(damaged, clean_citations, capsys):
+    config = index(damaged) / "litrag_store.json"
+    before = config.read_text()
+    config.unlink()
+    for command in (["ask", QUESTION, "--no-llm"], ["books"]):
+        code, _, err = run(damaged, *command, capsys=capsys)
+        line = error_line(err)
+        assert code == 2 and "litrag_store.json is missing" in line, command
+        assert "litrag verify --repair" in line
+    assert not config.exists()  # never silently recreated without its window vectors
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert json.loads(config.read_text()) == json.loads(before)
+    assert citations(damaged, capsys) == clean_citations
+
+
+def test_store_config_that_lost_its_window_vectors_is_named(damaged, clean_citations, capsys):
+    config = index(damaged) / "litrag_store.json"
+    cfg = json.loads(config.read_text())
+    assert cfg["window_vector_name"]
+    config.write_text(json.dumps({**cfg, "window_vector_name": None}))
+    code, _, err = run(damaged, "ask", QUESTION, "--no-llm", capsys=capsys)
+    assert code == 2 and "but the shard holds" in error_line(err)
+    assert run(damaged, "verify", "--repair", capsys=capsys)[0] == 0
+    assert citations(damaged, capsys) == clean_citations
+
+
+def zero_vectors(home: Path, name: str) -> int:
+    import qdrant_edge as qe
+
+    shard = qe.EdgeShard.load(str(index(home) / "shard"))
+    recs, _ = shard.scroll(qe.ScrollRequest(limit=10_000, with_payload=True, with_vector=True))
+    points = []
+    for r in recs:
+        vectors = dict(r.vector)
+        vectors[name] = [[0.0] * len(w) for w in vectors[name]]
+        points.append(qe.Point(id=r.id, vector=vectors, payload=r.payload))
+    shard.update(qe.UpdateOperation.upsert_points(points))
+    shard.flush()
+    shard.close()
+    return len(points)
+
+
+def test_zero_filled_window_vectors_are_named_and_embedded_again(damaged, clean_citations, capsys):
+    assert zero_vectors(damaged, "text-windows") > 0
+    code, _, err = run(damaged, "ask", QUESTION, "--no-llm", capsys=capsys)
+    line = error_line(err)
+    assert code == 2 and "text-windows vectors are zero" in line and "--repair" in line
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert citations(damaged, capsys) == clean_citations
+
+
+def test_truncated_registry_is_named_and_rebuilt_from_the_store(damaged, clean_citations, capsys):
+    registry = damaged / "books.json"
+    registry.write_text(registry.read_text()[:40])
+    for command in (["books"], ["ask", QUESTION, "--no-llm"], ["ingest", "-q", "x.txt"]):
+        code, _, err = run(damaged, *command, capsys=capsys)
+        line = error_line(err)
+        assert code == 2 and "books.json is damaged" in line and "--repair" in line, command
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert "pg215: restored to the registry from its" in out
+    assert list(damaged.glob("books.json.damaged-*"))  # set aside, not deleted
+    code, out, _ = run(damaged, "books", capsys=capsys)
+    assert code == 0 and "The Call of the Wild" in out
+    assert citations(damaged, capsys) == clean_citations
+
+
+def test_deleted_registry_no_longer_hides_the_stored_books(damaged, clean_citations, capsys):
+    (damaged / "books.json").unlink()
+    for command in (["books"], ["ask", QUESTION, "--no-llm"]):
+        code, _, err = run(damaged, *command, capsys=capsys)
+        line = error_line(err)
+        assert code == 2 and "books.json is missing but the store" in line, command
+    assert run(damaged, "verify", "--repair", capsys=capsys)[0] == 0
+    assert citations(damaged, capsys) == clean_citations
+
+
+@pytest.mark.parametrize("name", ["docstore.json", "cache/ingestion.json"])
+def test_truncated_docstore_or_cache_is_named_and_set_aside(damaged, book, name, capsys):
+    path = damaged / name
+    path.write_text(path.read_text()[:100])
+    code, _, err = run(damaged, "ingest", "-q", str(book), capsys=capsys)
+    line = error_line(err)
+    assert code == 2 and f"{path} is damaged" in line and "litrag verify --repair" in line
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0 and f"set the damaged {path.name} aside" in out, out + err
+    code, out, err = run(damaged, "ingest", "-q", str(book), capsys=capsys)
+    assert code == 0 and "unchanged 1" in out, err
+
+
+def test_verify_refuses_to_guess_without_the_source(damaged, book, tmp_path, capsys):
+    moved = tmp_path / "elsewhere.txt"
+    shutil.copy(book, moved)
+    rows = json.loads((damaged / "books.json").read_text())
+    rows["pg215"]["source"] = str(tmp_path / "gone.txt")
+    (damaged / "books.json").write_text(json.dumps(rows))
+    shutil.rmtree(index(damaged) / "shard")
+    code, out, _ = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 1
+    assert "cannot re-derive it: its source" in out and "is gone" in out
+    assert "litrag ingest" in out
+
+
+def test_a_crash_between_the_store_write_and_the_registry_write(
+    book, tmp_path, clean_citations, capsys, monkeypatch
+):
+    """Killed after the last batch is in the store, before the registry says complete: the
+    book is reported as interrupted, and a rerun completes it to the clean library."""
+    from litrag.builders import build_library
+    from litrag.ingestion.library import Library
+    from litrag.settings import Settings
+
+    home = tmp_path / "home"
+    saves: list[str] = []
+    real = Library._save_record
+
+    def save(self: Library, record) -> None:
+        if record.status == "complete":  # the store holds every block by now
+            saves.append(record.book_id)
+            raise KeyboardInterrupt  # like a kill: nothing after this line runs
+        real(self, record)
+
+    monkeypatch.setattr(Library, "_save_record", save)
+    library = build_library(Settings(home=home))
+    with pytest.raises(KeyboardInterrupt):
+        library.ingest([book])
+    assert saves == ["pg215"]
+    assert library.store.count() > 0
+    library.store.close()
+    monkeypatch.setattr(Library, "_save_record", real)
+    code, _, err = run(home, "ask", QUESTION, "--no-llm", capsys=capsys)
+    assert code == 2 and "its ingest did not finish: rerun it" in error_line(err)
+    code, out, _ = run(home, "verify", capsys=capsys)
+    assert code == 1 and "was interrupted while ingesting" in out and "litrag ingest" in out
+    code, out, err = run(home, "ingest", "-q", str(book), capsys=capsys)
+    assert code == 0 and "ingested 1" in out, err
+    assert citations(home, capsys) == clean_citations
+
+
+def test_ctrl_c_during_ingest_says_what_was_saved(book, tmp_path):
+    home = tmp_path / "home"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "litrag.cli", "ingest", "-q", str(book)],
+        env={**os.environ, "LITRAG_HOME": str(home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    registry = home / "books.json"
+    deadline = time.time() + 300
+    while time.time() < deadline and not registry.exists():  # the book is being ingested
+        time.sleep(0.05)
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert proc.returncode == 130, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("interrupted: ") and "rerun the same command to resume" in line
+    assert "0 of 1 chapters of pg215 stored" in line
+
+
+def test_upto_chapter_past_the_book_is_refused(clean, capsys):
+    code, _, err = run(clean, "ask", QUESTION, "--no-llm", "--upto-chapter", "999", capsys=capsys)
+    assert code == 2
+    assert error_line(err) == "error: --upto-chapter must be a chapter of the book (1), got 999"
+
+
+def test_points_of_no_book_are_found_and_dropped(damaged, clean_citations, capsys):
+    import qdrant_edge as qe
+
+    shard = qe.EdgeShard.load(str(index(damaged) / "shard"))
+    (rec,), _ = shard.scroll(qe.ScrollRequest(limit=1, with_payload=True, with_vector=True))
+    payload = {k: v for k, v in rec.payload.items() if k != "book_id"}
+    payload["_node_id"] = "00000000-0000-4000-8000-000000000001"
+    stray = qe.Point(id=payload["_node_id"], vector=dict(rec.vector), payload=payload)
+    shard.update(qe.UpdateOperation.upsert_points([stray]))
+    shard.flush()
+    shard.close()
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1 and "problem: the store holds 1 points of no book" in out
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0 and "repaired: dropped 1 points of no book" in out, out + err
+    assert citations(damaged, capsys) == clean_citations
+
+
+def test_a_registry_row_that_is_not_a_book_is_named(damaged, capsys):
+    (damaged / "books.json").write_text(json.dumps({"pg215": {"book_id": "pg215"}}))
+    code, _, err = run(damaged, "books", capsys=capsys)
+    assert code == 2 and "books.json is damaged: not a registry" in error_line(err)
