@@ -4,7 +4,9 @@ Every backend is chosen by environment variables or CLI flags, never by editing 
 ``litrag.builders`` builds the models and stores from these settings. ``LITRAG_HOME`` (data
 directory, default ``~/.litrag``), ``QDRANT_URL`` / ``QDRANT_API_KEY`` (a Qdrant server instead
 of the embedded store), ``LITRAG_LLM_URL`` / ``LITRAG_LLM_MODEL`` (an OpenAI-compatible server
-such as ``vllm serve``), ``LITRAG_EMBED_MODEL`` (``minilm`` or a sentence-transformers folder).
+such as ``vllm serve``), ``LITRAG_LLM_BACKEND`` (the client that talks to it: ``openai-like``,
+``vllm`` or ``local``; see ``litrag.llm_backends``), ``LITRAG_LLM_API_KEY`` (the server's key),
+``LITRAG_LLM_TEMPERATURE``, ``LITRAG_EMBED_MODEL`` (``minilm`` or a sentence-transformers folder).
 Answering: ``LITRAG_LOCAL_LLM`` (the packaged model started when no URL is set),
 ``LITRAG_MODELS`` (its folder), ``LITRAG_LLM_TIMEOUT`` (seconds), ``LITRAG_LLM_CONTEXT`` (tokens),
 ``LITRAG_RETRIEVAL`` (preset, with ``LITRAG_RETRIEVAL_<FIELD>`` overrides; see
@@ -38,6 +40,15 @@ class Settings:
     qdrant_api_key: str | None = field(default_factory=lambda: os.environ.get("QDRANT_API_KEY"))
     llm_url: str | None = field(default_factory=lambda: os.environ.get("LITRAG_LLM_URL") or None)
     llm_model: str = field(default_factory=lambda: os.environ.get("LITRAG_LLM_MODEL", "local"))
+    llm_backend: str | None = field(
+        default_factory=lambda: _env_choice("LITRAG_LLM_BACKEND", LLM_BACKENDS)
+    )  # the client for every LLM (answers, segmentation, judge); None: see llm_backend()
+    llm_api_key: str | None = field(
+        default_factory=lambda: os.environ.get("LITRAG_LLM_API_KEY") or None
+    )  # sent as a Bearer token (vllm serve --api-key); None: no key
+    llm_temperature: float | None = field(
+        default_factory=lambda: _env_number("LITRAG_LLM_TEMPERATURE", float)
+    )  # answering temperature; None: 0.7 for a server (Qwen3's advice), 0 for the local model
     embed_model: str = field(default_factory=lambda: os.environ.get("LITRAG_EMBED_MODEL", "minilm"))
     segmenter: str | None = None  # None: litseg-lite when an LLM is configured, else offline
     workers: int = 4
@@ -71,6 +82,35 @@ class SettingsError(ValueError):
     """An environment variable holds a value litrag cannot use."""
 
 
+# The clients an LLM can be reached through (``litrag.llm_backends`` builds them):
+# openai-like: llama-index-llms-openai-like against any OpenAI-compatible server (vllm serve,
+# llama.cpp); vllm: llama-index-llms-vllm (VllmServer against vllm serve, or in-process Vllm for
+# segmentation); local: the packaged llama.cpp model, started on demand.
+LLM_BACKENDS = ("openai-like", "vllm", "local")
+
+
+def _env_choice(name: str, choices: tuple[str, ...]) -> str | None:
+    """The value of ``name`` when it is one of ``choices`` (None when unset or empty)."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return None
+    if raw not in choices:
+        raise SettingsError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return raw
+
+
+def llm_backend(s: Settings) -> str:
+    """The LLM client in use: the configured one, else ``openai-like`` when a server URL is set,
+    else ``local`` (the packaged model)."""
+    if s.llm_backend is not None:
+        if s.llm_backend not in LLM_BACKENDS:
+            raise SettingsError(
+                f"the LLM backend must be one of {', '.join(LLM_BACKENDS)}, got {s.llm_backend!r}"
+            )
+        return s.llm_backend
+    return "openai-like" if s.llm_url else "local"
+
+
 def _env_number(name: str, kind: type[int] | type[float]) -> Any:
     """The number in environment variable ``name`` (None when unset or empty)."""
     raw = os.environ.get(name, "").strip()
@@ -97,8 +137,9 @@ def focus_words(s: Settings) -> int:
 
     Default: focused excerpts for the packaged local model (a 1.5B model reading on two cores:
     shorter prompts are faster and it answers more questions right), whole passages for a
-    configured server (a large model with a long context reads whole scenes well).
+    configured server, whichever client reaches it (a large model with a long context reads
+    whole scenes well).
     """
     if s.focus_words is not None:
         return max(s.focus_words, 0)
-    return 0 if s.llm_url else DEFAULT_FOCUS_WORDS
+    return DEFAULT_FOCUS_WORDS if llm_backend(s) == "local" else 0

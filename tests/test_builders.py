@@ -16,7 +16,7 @@ def test_thinking_off_only_for_qwen3():
 def test_server_answer_llm_is_described_and_has_no_local_server(tmp_path):
     s = Settings(home=tmp_path, llm_url="http://127.0.0.1:9/v1", llm_model="Qwen/Qwen3-8B")
     with build_answer_llm(s, max_tokens=64) as answer_llm:
-        assert answer_llm.description == "Qwen/Qwen3-8B at http://127.0.0.1:9/v1"
+        assert answer_llm.description == "Qwen/Qwen3-8B at http://127.0.0.1:9/v1 (OpenAILike)"
         assert answer_llm.server is None and answer_llm.diagnose() is None
         assert answer_llm.llm.max_tokens == 64 and answer_llm.llm.timeout == 120.0
         assert answer_llm.llm.additional_kwargs == thinking_off("Qwen/Qwen3-8B")

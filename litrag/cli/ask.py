@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from litrag.cli.common import settings_from_args
+from litrag.cli.common import add_backend_flag, settings_from_args
 
 
 def _close_store(engine: Any) -> None:
@@ -26,10 +26,11 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     """`litrag ask`: a streamed, cited answer; failures are one line and keep the sources."""
     from litrag.builders import build_answer_llm, build_query_engine
     from litrag.ingestion.library import Library
+    from litrag.llm_backends import BackendError
     from litrag.local_llm import LocalModelError
     from litrag.query.edge_store import StoreLockedError
     from litrag.query.retriever import RetrievalSettings, UnknownBookError
-    from litrag.settings import Settings
+    from litrag.settings import llm_backend
 
     def fail(msg: str, code: int = 2) -> int:
         print(f"error: {msg}", file=sys.stderr)
@@ -41,7 +42,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     # SIGTERM runs the `finally` below too: the local LLM server must not outlive us.
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    s = Settings()
+    s = settings_from_args(args)
     if args.timeout is not None:
         s.llm_timeout = args.timeout
     books = args.book or [r.book_id for r in Library.read_registry(s.home)][:2]
@@ -64,10 +65,14 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     llm_error = None
     try:
         if not args.no_llm:
-            if not s.llm_url and not args.json:
+            if llm_backend(s) == "local" and not args.json:
                 print(f"starting the local LLM ({s.local_llm}) ...", file=sys.stderr)
             try:
                 answer_llm = build_answer_llm(s)
+            except BackendError as exc:  # a setup mistake: say it before anything runs
+                return fail(str(exc))
+            except ImportError as exc:
+                return fail(str(exc).splitlines()[0])
             except LocalModelError as exc:  # keep going: the retrieval results are still shown
                 llm_error = f"the local LLM did not start: {str(exc).splitlines()[0]}"
             else:
@@ -184,6 +189,7 @@ def add_parsers(sub: Any) -> None:
         "--timeout", type=float, help="seconds the LLM may stay silent (default 120; local 900)"
     )
     ask.add_argument("--full", action="store_true", help="print whole passages, not excerpts")
+    add_backend_flag(ask)
     ask.set_defaults(func=_cmd_ask)
 
     cht = sub.add_parser("chat", help="the chat UI in the browser (Gradio), on 127.0.0.1")
@@ -194,6 +200,7 @@ def add_parsers(sub: Any) -> None:
     cht.add_argument("--no-llm", action="store_true", help="extractive answers, no LLM")
     cht.add_argument("--max-mb", type=float, help="upload size limit in MB (default 16)")
     cht.add_argument("--segmenter", choices=["offline", "litseg-lite", "litseg"])
+    add_backend_flag(cht)
     cht.add_argument(
         "--share", action="store_true", help="a public Gradio link (off by default; needs internet)"
     )
