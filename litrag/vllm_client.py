@@ -120,8 +120,9 @@ def completions_format_error(url: str, what: str) -> LLMEndpointError:
 
 
 class _SSELines:
-    """A streamed response's lines without SSE comments (llama.cpp's ``: ping``), which the
-    package's stream reader would try to parse as JSON; notes what kind of chunks came."""
+    """A streamed response's lines as they arrive, without SSE comments (llama.cpp's ``: ping``),
+    which the package's stream reader would try to parse as JSON; notes what kind of chunks
+    came."""
 
     def __init__(self, response: requests.Response, url: str) -> None:
         self.response = response
@@ -130,6 +131,11 @@ class _SSELines:
         self.chat_chunks = 0
 
     def iter_lines(self, **kwargs: Any) -> Iterator[bytes]:
+        if "chunked" not in self.response.headers.get("transfer-encoding", "").lower():
+            # requests reads a stream without chunked encoding in 512-byte blocks: a short
+            # reply would wait for the connection to close. Chunked streams (vllm serve,
+            # llama.cpp) arrive chunk by chunk anyway.
+            kwargs["chunk_size"] = 1
         for raw in self.response.iter_lines(**kwargs):
             line = raw.strip()
             if not line or line.startswith(b":"):

@@ -1,8 +1,8 @@
 """The Gradio chat, launched in the test and driven through ``gradio_client`` as a browser would:
 ask (extractive, and the real llama.cpp server, through OpenAILike and llama-index-llms-vllm),
-follow-ups, book selection and chapters, the spoiler limit, uploads (a real book, and a PNG named .txt), bad input, ten concurrent sessions,
-LLM failures (unreachable, stalling mid-answer), and ``litrag ask`` / ``ingest`` / ``remove``
-while the UI holds the embedded store."""
+follow-ups, book selection and chapters, the spoiler limit, uploads (a real book, and a PNG named
+.txt), bad input, ten concurrent sessions, LLM failures (unreachable, stalling mid-answer), and
+``litrag ask`` / ``ingest`` / ``remove`` while the UI holds the embedded store."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from llama_index.core import Document
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.llms.vllm import VllmServer
 from llm_server import API_KEY, NO_PINGS, RecordingProxy
-from test_answer import FATHER, free_port
+from test_answer import FATHER, StallingLLM, free_port
 from test_retriever import WILD, ingested_shelf
 
 from litrag.builders import build_answer_llm
@@ -285,6 +285,50 @@ def test_the_extra_adds_only_the_client_and_its_exit_hook_is_quiet():
         [*run, no_torch + "import litrag.vllm_client"], capture_output=True, env=env
     )
     assert ours.returncode == 0 and ours.stderr == b""
+
+
+def litrag_ask(home: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("LITRAG_")}
+    full.update(LITRAG_HOME=str(home), LITRAG_LLM_BACKEND="vllm", **env)
+    return subprocess.run(
+        [sys.executable, "-m", "litrag.cli", "ask", FATHER, "--book", WILD, *args],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture
+def stalling_url() -> Iterator[str]:
+    """A chat endpoint that streams two pieces, then hangs (as test_answer's)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StallingLLM)
+    server.daemon_threads = True
+    server.release = threading.Event()  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.release.set()  # type: ignore[attr-defined]
+    server.shutdown()
+    server.server_close()
+
+
+def test_cli_vllm_backend_failures_are_one_line(books_dir, tmp_path_factory, stalling_url):
+    home = ingested_shelf(books_dir, tmp_path_factory)
+    url = stalling_url.replace("/v1", "/v1/completions")
+    r = litrag_ask(home, {"LITRAG_LLM_URL": url})
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith(f"error: {url} is a text-completions endpoint")
+    assert r.stderr.count("\n") == 1
+    r = litrag_ask(home, {"LITRAG_LLM_MODEL": "Qwen/Qwen3-4B"})  # no URL
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert r.stderr.startswith("error: answering through llama-index-llms-vllm needs a `vllm")
+    assert "`vllm serve Qwen/Qwen3-4B`" in r.stderr
+    r = litrag_ask(home, {"LITRAG_LLM_URL": stalling_url}, "--timeout", "2")
+    assert r.returncode == 1
+    assert r.stdout.startswith("Buck's father was\n")  # the partial answer, then the sources
+    assert "timed out mid-answer" in r.stderr and "[1] The Call of the Wild" in r.stdout
+    assert "Traceback" not in r.stderr
 
 
 # --------------------------------------------------------------------------- litrag ask, 1.5B

@@ -52,6 +52,12 @@ def _cmd_ask(args: argparse.Namespace) -> int:
             if books
             else f"no books in {s.home}; add one with: litrag ingest BOOK.txt"
         )
+    answer_llm = None
+    if not args.no_llm and llm_backend(s) != "local":
+        try:  # a server's client: nothing to start, so a setup mistake is said before any work
+            answer_llm = build_answer_llm(s)
+        except (BackendError, ImportError) as exc:
+            return fail(str(exc).splitlines()[0])
     try:
         retrieval = RetrievalSettings.from_env(args.retrieval or s.retrieval)
         if args.top_k:
@@ -61,23 +67,18 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         return _ask_through_ui(args, s, books, question, exc)
     except (UnknownBookError, ValueError) as exc:
         return fail(str(exc))
-    answer_llm = None
     llm_error = None
     try:
-        if not args.no_llm:
-            if llm_backend(s) == "local" and not args.json:
+        if not args.no_llm and answer_llm is None:
+            if not args.json:
                 print(f"starting the local LLM ({s.local_llm}) ...", file=sys.stderr)
             try:
                 answer_llm = build_answer_llm(s)
-            except BackendError as exc:  # a setup mistake: say it before anything runs
-                return fail(str(exc))
-            except ImportError as exc:
-                return fail(str(exc).splitlines()[0])
             except LocalModelError as exc:  # keep going: the retrieval results are still shown
                 llm_error = f"the local LLM did not start: {str(exc).splitlines()[0]}"
-            else:
-                engine.llm, engine.answered_by = answer_llm.llm, answer_llm.description
-                engine.llm_health = answer_llm.diagnose
+        if answer_llm is not None:
+            engine.llm, engine.answered_by = answer_llm.llm, answer_llm.description
+            engine.llm_health = answer_llm.diagnose
         stream = engine.ask(question)
         _close_store(engine)  # the sources are in hand: free the library for other processes
         if not args.json:
