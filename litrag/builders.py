@@ -20,22 +20,20 @@ def build_embed_model(s: Settings) -> Any:
 
 
 def build_llm(s: Settings) -> Any:
-    """The segmenting LLM: the server at ``LITRAG_LLM_URL`` through the configured backend
-    (in-process vLLM for backend ``vllm`` without a URL), or None for the offline segmenter."""
+    """The segmenting LLM: the server at ``LITRAG_SEGMENT_URL`` (else ``LITRAG_LLM_URL``) through
+    the configured backend (in-process vLLM for backend ``vllm`` without a URL), or None for the
+    offline segmenter."""
     from litrag.llm_backends import in_process_vllm, server_llm
 
     backend = llm_backend(s)
-    if backend == "vllm" and not s.llm_url:
-        return in_process_vllm(s.llm_model)
-    if not s.llm_url or backend == "local":
+    url = s.segment_url or s.llm_url
+    model = (s.segment_model or s.llm_model) if s.segment_url else s.llm_model
+    if backend == "vllm" and not url:
+        return in_process_vllm(model)
+    if not url or backend == "local":
         return None
     return server_llm(
-        backend,
-        s.llm_url,
-        s.llm_model,
-        context_window=s.llm_context,
-        timeout=600,
-        api_key=s.llm_api_key,
+        backend, url, model, context_window=s.llm_context, timeout=600, api_key=s.llm_api_key
     )
 
 

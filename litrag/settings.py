@@ -6,7 +6,9 @@ directory, default ``~/.litrag``), ``QDRANT_URL`` / ``QDRANT_API_KEY`` (a Qdrant
 of the embedded store), ``LITRAG_LLM_URL`` / ``LITRAG_LLM_MODEL`` (an OpenAI-compatible server
 such as ``vllm serve``), ``LITRAG_LLM_BACKEND`` (the client that talks to it: ``openai-like``,
 ``vllm`` or ``local``; see ``litrag.llm_backends``), ``LITRAG_LLM_API_KEY`` (the server's key),
-``LITRAG_LLM_TEMPERATURE``, ``LITRAG_EMBED_MODEL`` (``minilm`` or a sentence-transformers folder).
+``LITRAG_LLM_TEMPERATURE``, ``LITRAG_SEGMENT_URL`` / ``LITRAG_SEGMENT_MODEL`` (another server
+for segmentation, through the same backend), ``LITRAG_EMBED_MODEL`` (``minilm`` or a
+sentence-transformers folder).
 Answering: ``LITRAG_LOCAL_LLM`` (the packaged model started when no URL is set),
 ``LITRAG_MODELS`` (its folder), ``LITRAG_LLM_TIMEOUT`` (seconds), ``LITRAG_LLM_CONTEXT`` (tokens),
 ``LITRAG_RETRIEVAL`` (preset, with ``LITRAG_RETRIEVAL_<FIELD>`` overrides; see
@@ -40,6 +42,12 @@ class Settings:
     qdrant_api_key: str | None = field(default_factory=lambda: os.environ.get("QDRANT_API_KEY"))
     llm_url: str | None = field(default_factory=lambda: os.environ.get("LITRAG_LLM_URL") or None)
     llm_model: str = field(default_factory=lambda: os.environ.get("LITRAG_LLM_MODEL", "local"))
+    segment_url: str | None = field(
+        default_factory=lambda: os.environ.get("LITRAG_SEGMENT_URL") or None
+    )  # a separate server for segmentation (e.g. Qwen3-4B-Instruct-2507); None: llm_url
+    segment_model: str | None = field(
+        default_factory=lambda: os.environ.get("LITRAG_SEGMENT_MODEL") or None
+    )  # the model name at segment_url; None: llm_model
     llm_backend: str | None = field(
         default_factory=lambda: _env_choice("LITRAG_LLM_BACKEND", LLM_BACKENDS)
     )  # the client for every LLM (answers, segmentation, judge); None: see llm_backend()
