@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from litrag.settings import Settings, focus_words
+from litrag.settings import Settings, focus_words, llm_backend
 
 
 def build_embed_model(s: Settings) -> Any:
@@ -30,11 +30,21 @@ def build_embed_model(s: Settings) -> Any:
 
 
 def build_llm(s: Settings) -> Any:
-    if not s.llm_url:
-        return None
-    from litrag.local_llm import openai_like
+    """The segmenting LLM: the server at ``LITRAG_SEGMENT_URL`` (else ``LITRAG_LLM_URL``) through
+    the configured backend (in-process vLLM for backend ``vllm`` without a URL), or None for the
+    offline segmenter."""
+    from litrag.llm_backends import in_process_vllm, server_llm
 
-    return openai_like(s.llm_url, s.llm_model, timeout=600)
+    backend = llm_backend(s)
+    url = s.segment_url or s.llm_url
+    model = (s.segment_model or s.llm_model) if s.segment_url else s.llm_model
+    if backend == "vllm" and not url:
+        return in_process_vllm(model)
+    if not url or backend == "local":
+        return None
+    return server_llm(
+        backend, url, model, context_window=s.llm_context, timeout=600, api_key=s.llm_api_key
+    )
 
 
 def build_parser(s: Settings, llm: Any = None) -> Any:
@@ -103,24 +113,33 @@ class AnswerLLM:
 
 
 def build_answer_llm(s: Settings, max_tokens: int = 256) -> AnswerLLM:
-    """``LITRAG_LLM_URL`` through OpenAILike, else the packaged local model on llama.cpp.
+    """``LITRAG_LLM_URL`` through the configured backend (OpenAILike or llama-index-llms-vllm),
+    else the packaged local model on llama.cpp.
 
     Starting the local server loads the GGUF (seconds); it stops on ``close()`` or at exit.
-    Raises ``LocalModelError`` when the local model cannot start.
+    Raises ``LocalModelError`` when the local model cannot start, ``BackendError`` (one line)
+    for backend ``vllm`` without a server URL.
     """
-    from litrag.local_llm import LlamaServer, local_model_path, openai_like
+    from litrag.llm_backends import answering_needs_a_server, describe, server_llm
+    from litrag.local_llm import LlamaServer, local_model_path
 
-    if s.llm_url:
-        llm = openai_like(
+    backend = llm_backend(s)
+    if backend == "vllm" and not s.llm_url:
+        raise answering_needs_a_server(s.llm_model)
+    if s.llm_url and backend != "local":
+        llm = server_llm(
+            backend,
             s.llm_url,
             s.llm_model,
             context_window=s.llm_context,
             timeout=s.llm_timeout or 120.0,
             max_tokens=max_tokens,
-            temperature=0.7,  # Qwen3's non-thinking recommendation
-            additional_kwargs=thinking_off(s.llm_model),
+            # Qwen3's non-thinking recommendation, unless LITRAG_LLM_TEMPERATURE says otherwise
+            temperature=0.7 if s.llm_temperature is None else s.llm_temperature,
+            api_key=s.llm_api_key,
+            extra_body=thinking_off(s.llm_model).get("extra_body"),
         )
-        return AnswerLLM(llm, f"{s.llm_model} at {s.llm_url}")
+        return AnswerLLM(llm, describe(backend, s.llm_model, s.llm_url))
     path = local_model_path(s.local_llm, s.models_dir or s.home / "models")
     # Answers need no per-token logits: without them llama-cpp-python does not keep an
     # n_ctx x vocabulary float array (2.5 GB for Qwen's 152k vocabulary at 4k context).
@@ -131,7 +150,10 @@ def build_answer_llm(s: Settings, max_tokens: int = 256) -> AnswerLLM:
     # Nothing streams until the whole prompt is read: on a busy 2-core CPU a full context takes
     # minutes. A retry would only queue the same work again on the one local server.
     llm = server.llm(
-        timeout=s.llm_timeout or 900.0, max_retries=0, max_tokens=max_tokens, temperature=0.0
+        timeout=s.llm_timeout or 900.0,
+        max_retries=0,
+        max_tokens=max_tokens,
+        temperature=s.llm_temperature or 0.0,
     )
     return AnswerLLM(llm, f"{path.stem} (local llama.cpp)", server)
 

@@ -278,7 +278,17 @@ def check_store(s: Any) -> Check:
 
 # ------------------------------------------------------------------------------------- LLM
 def check_llm(s: Any) -> Check:
-    if not s.llm_url:
+    from litrag.llm_backends import CLIENTS
+    from litrag.settings import llm_backend
+
+    backend = llm_backend(s)
+    if backend == "vllm" and not s.llm_url:
+        return Check(
+            "llm",
+            "info",
+            f"in-process vLLM for segmentation ({s.llm_model}); answering needs LITRAG_LLM_URL",
+        )
+    if not s.llm_url or backend == "local":
         return Check(
             "llm",
             "info",
@@ -294,20 +304,30 @@ def check_llm(s: Any) -> Check:
     status: Status = "ok" if s.llm_model in names or not names else "warn"
     served = ", ".join(names) or "no models listed"
     note = "" if status == "ok" else f"; LITRAG_LLM_MODEL={s.llm_model} is not among them"
-    return Check("llm", status, f"{s.llm_url} serves {served}{note}")
+    return Check("llm", status, f"{s.llm_url} serves {served}{note} · client {CLIENTS[backend]}")
 
 
 def check_generation(s: Any, local_model: str | None = None, tokens: int = 16) -> Check:
     """A short chat completion through what ``litrag ask`` would use."""
-    from litrag.local_llm import LlamaServer, LocalModelError, local_model_path, openai_like
+    from litrag.llm_backends import describe, server_llm
+    from litrag.local_llm import LlamaServer, LocalModelError, local_model_path
+    from litrag.settings import llm_backend
 
     prompt = "Name one animal. Answer in three words."
     server = None
     t0 = time.monotonic()
     try:
-        if s.llm_url and local_model is None:
-            llm = openai_like(s.llm_url, s.llm_model, timeout=120, max_tokens=tokens)
-            who = f"{s.llm_model} at {s.llm_url}"
+        backend = llm_backend(s)
+        if s.llm_url and local_model is None and backend != "local":
+            llm = server_llm(
+                backend,
+                s.llm_url,
+                s.llm_model,
+                timeout=120,
+                max_tokens=tokens,
+                api_key=s.llm_api_key,
+            )
+            who = describe(backend, s.llm_model, s.llm_url)
             load = 0.0
         else:
             name = local_model or s.local_llm

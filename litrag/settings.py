@@ -4,7 +4,11 @@ Every backend is chosen by environment variables or CLI flags, never by editing 
 ``litrag.builders`` builds the models and stores from these settings. ``LITRAG_HOME`` (data
 directory, default ``~/.litrag``), ``QDRANT_URL`` / ``QDRANT_API_KEY`` (a Qdrant server instead
 of the embedded store), ``LITRAG_LLM_URL`` / ``LITRAG_LLM_MODEL`` (an OpenAI-compatible server
-such as ``vllm serve``), ``LITRAG_EMBED_MODEL`` (``minilm`` or a sentence-transformers folder).
+such as ``vllm serve``), ``LITRAG_LLM_BACKEND`` (the client that talks to it: ``openai-like``,
+``vllm`` or ``local``; see ``litrag.llm_backends``), ``LITRAG_LLM_API_KEY`` (the server's key),
+``LITRAG_LLM_TEMPERATURE``, ``LITRAG_SEGMENT_URL`` / ``LITRAG_SEGMENT_MODEL`` (another server
+for segmentation, through the same backend), ``LITRAG_EMBED_MODEL`` (``minilm`` or a
+sentence-transformers folder).
 Answering: ``LITRAG_LOCAL_LLM`` (the packaged model started when no URL is set),
 ``LITRAG_MODELS`` (its folder), ``LITRAG_LLM_TIMEOUT`` (seconds), ``LITRAG_LLM_CONTEXT`` (tokens),
 ``LITRAG_RETRIEVAL`` (preset, with ``LITRAG_RETRIEVAL_<FIELD>`` overrides; see
@@ -47,6 +51,11 @@ ENV_VARS = {
     "qdrant_api_key": "QDRANT_API_KEY",
     "llm_url": "LITRAG_LLM_URL",
     "llm_model": "LITRAG_LLM_MODEL",
+    "segment_url": "LITRAG_SEGMENT_URL",
+    "segment_model": "LITRAG_SEGMENT_MODEL",
+    "llm_backend": "LITRAG_LLM_BACKEND",
+    "llm_api_key": "LITRAG_LLM_API_KEY",
+    "llm_temperature": "LITRAG_LLM_TEMPERATURE",
     "embed_model": "LITRAG_EMBED_MODEL",
     "retrieval": "LITRAG_RETRIEVAL",
     "passage_order": "LITRAG_PASSAGE_ORDER",
@@ -66,6 +75,13 @@ class SettingsError(ValueError):
 def home() -> Path:
     """The data directory: index, docstore, caches, models and logs live under it."""
     return Path(os.environ.get("LITRAG_HOME") or Path.home() / ".litrag").expanduser()
+
+
+# The clients an LLM can be reached through (``litrag.llm_backends`` builds them):
+# openai-like: llama-index-llms-openai-like against any OpenAI-compatible server (vllm serve,
+# llama.cpp); vllm: llama-index-llms-vllm (VllmServer against vllm serve, or in-process Vllm for
+# segmentation); local: the packaged llama.cpp model, started on demand.
+LLM_BACKENDS = ("openai-like", "vllm", "local")
 
 
 def _default_order() -> str:
@@ -109,6 +125,26 @@ class Settings(BaseModel):
         default=None, description="An OpenAI-compatible LLM server (LITRAG_LLM_URL)."
     )
     llm_model: str = Field(default="local", description="Its model name (LITRAG_LLM_MODEL).")
+    segment_url: str | None = Field(
+        default=None,
+        description="A separate server for segmentation (LITRAG_SEGMENT_URL); None: llm_url.",
+    )
+    segment_model: str | None = Field(
+        default=None, description="Its model name (LITRAG_SEGMENT_MODEL); None: llm_model."
+    )
+    llm_backend: Literal["openai-like", "vllm", "local"] | None = Field(
+        default=None,
+        description="The client for every LLM call (LITRAG_LLM_BACKEND); None: see llm_backend().",
+    )
+    llm_api_key: str | None = Field(
+        default=None, description="Sent as a Bearer token, as vllm serve --api-key wants."
+    )
+    llm_temperature: float | None = Field(
+        default=None,
+        ge=0,
+        description="Answering temperature (LITRAG_LLM_TEMPERATURE); None: 0.7 for a server "
+        "(Qwen3's advice), 0 for the local model.",
+    )
     embed_model: str = Field(
         default="minilm",
         description="'minilm' (packaged) or a sentence-transformers folder (LITRAG_EMBED_MODEL).",
@@ -196,10 +232,23 @@ class Settings(BaseModel):
     def _qdrant_url(cls, v: str | None) -> str | None:
         return _check_url(v, ("http://", "https://", "path:"))
 
-    @field_validator("llm_url")
+    @field_validator("llm_url", "segment_url")
     @classmethod
     def _llm_url(cls, v: str | None) -> str | None:
         return _check_url(v, ("http://", "https://"))
+
+    @field_validator("llm_backend", mode="before")
+    @classmethod
+    def _backend_lower(cls, v: Any) -> Any:
+        return v.strip().lower() if isinstance(v, str) else v
+
+
+def llm_backend(s: Settings) -> str:
+    """The LLM client in use: the configured one, else ``openai-like`` when a server URL is set,
+    else ``local`` (the packaged model)."""
+    if s.llm_backend is not None:
+        return s.llm_backend
+    return "openai-like" if s.llm_url else "local"
 
 
 def retrieval_overrides(environ: dict[str, str] | None = None) -> dict[str, Any]:
@@ -285,11 +334,12 @@ def focus_words(s: Settings) -> int:
 
     Default: focused excerpts for the packaged local model (a 1.5B model reading on two cores:
     shorter prompts are faster and it answers more questions right), whole passages for a
-    configured server (a large model with a long context reads whole scenes well).
+    configured server, whichever client reaches it (a large model with a long context reads
+    whole scenes well).
     """
     if s.focus_words is not None:
         return s.focus_words
-    return 0 if s.llm_url else DEFAULT_FOCUS_WORDS
+    return DEFAULT_FOCUS_WORDS if llm_backend(s) == "local" else 0
 
 
 class ServerUnreachableError(SettingsError):

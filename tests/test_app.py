@@ -1,8 +1,8 @@
 """The Gradio chat, launched in the test and driven through ``gradio_client`` as a browser would:
-ask (extractive, and the real llama.cpp server), follow-ups, book selection and chapters, the
-spoiler limit, uploads (a real book, and a PNG named .txt), bad input, ten concurrent sessions,
-LLM failures (unreachable, stalling mid-answer), and ``litrag ask`` / ``ingest`` / ``remove``
-while the UI holds the embedded store."""
+ask (extractive, and the real llama.cpp server, through OpenAILike and llama-index-llms-vllm),
+follow-ups, book selection and chapters, the spoiler limit, uploads (a real book, and a PNG named
+.txt), bad input, ten concurrent sessions, LLM failures (unreachable, stalling mid-answer), and
+``litrag ask`` / ``ingest`` / ``remove`` while the UI holds the embedded store."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
+from llm_server import API_KEY
 from test_answer import FATHER, StallingLLM, free_port
 from test_library import short_book
 from test_retriever import ALICE, WILD, ingested_shelf
@@ -29,7 +30,7 @@ from test_retriever import ALICE, WILD, ingested_shelf
 from litrag.app.chat import build_app, launch
 from litrag.app.handoff import remove_ui_file, running_ui, write_ui_file
 from litrag.app.service import ChatService
-from litrag.builders import AnswerLLM
+from litrag.builders import AnswerLLM, build_answer_llm
 from litrag.ingestion.library import Library
 from litrag.local_llm import openai_like
 from litrag.query.retriever import UnknownBookError
@@ -285,6 +286,38 @@ def test_streams_a_cited_answer_from_the_local_llm(app, llama_server):
     assert all(s["excerpt"] and s["excerpt"] != s["text"] for s in answer["sources"])
     assert "question-focused excerpts" in answer["retrieval"] and "**" in sources
     assert follow[4]["question"] == "Who was his mother?" and follow[4]["sources"]
+
+
+@pytest.mark.llm
+def test_streams_a_cited_answer_through_the_vllm_backend(app, keyed_server):
+    """The chat answering through llama-index-llms-vllm (``LITRAG_LLM_BACKEND=vllm``; SmolLM2 on
+    llama.cpp, plumbing): the answer streams, the line names the client, the prompt went out as
+    a chat with the model, limit and key."""
+    s = Settings(
+        home=app.home,
+        llm_backend="vllm",
+        llm_url=keyed_server.api_base,
+        llm_model="local",
+        llm_api_key=API_KEY,
+    )
+    answer_llm = build_answer_llm(s, max_tokens=48)
+    n = len(keyed_server.chats())
+    with answering_with(app.service, answer_llm.llm, answer_llm.description):
+        client = Client(app.url, verbose=False)
+        job = client.submit(FATHER, [], [WILD], 3, api_name="/chat")
+        updates = list(job)
+        _, _history, sources, line, answer = job.outputs()[-1]
+    texts = {text_of(u[1][1]) for u in updates if len(u[1]) > 1}
+    assert len(texts) > 2  # streamed: several distinct partial answers
+    assert answer["mode"] == "llm" and answer["error"] is None and answer["text"]
+    assert f"LLM: local at {keyed_server.api_base} (llama-index-llms-vllm VllmServer)" in line
+    assert len(answer["sources"]) == 5 and "[1] The Call of the Wild" in sources
+    (sent,) = keyed_server.chats()[n:]
+    body = sent["body"]
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    assert FATHER in body["messages"][1]["content"]
+    assert (body["model"], body["max_tokens"], body["stream"]) == ("local", 48, True)
+    assert sent["headers"]["authorization"] == f"Bearer {API_KEY}"
 
 
 @pytest.mark.llm

@@ -20,14 +20,19 @@ def start_llm(
     s: Settings, no_llm: bool, say: Callable[[str], None]
 ) -> tuple[AnswerLLM | None, str]:
     """The answering LLM, or None and why (answers are then extractive, labelled so)."""
+    from litrag.llm_backends import BackendError
     from litrag.local_llm import LocalModelError
+    from litrag.settings import llm_backend
 
     if no_llm:
         return None, "--no-llm"
-    if not s.llm_url:
+    if llm_backend(s) == "local":
         say(f"starting the local LLM ({s.local_llm}) ...")
     try:
         return build_answer_llm(s), ""
+    except BackendError as exc:
+        say(f"warning: {exc}; answers will be extractive")
+        return None, str(exc)
     except (LocalModelError, ImportError, OSError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         say(f"warning: the local LLM did not start ({first}); answers will be extractive")

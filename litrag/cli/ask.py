@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from litrag.cli.common import settings_from_args
+from litrag.cli.common import add_backend_flag, settings_from_args
 
 
 def _close_store(engine: Any) -> None:
@@ -27,9 +27,11 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     from litrag.builders import build_answer_llm, build_query_engine
     from litrag.ingestion.integrity import LibraryDamagedError, check_files
     from litrag.ingestion.library import Library
+    from litrag.llm_backends import BackendError
     from litrag.local_llm import LocalModelError
     from litrag.query.edge_store import StoreLockedError
     from litrag.query.retriever import RetrievalSettings, UnknownBookError
+    from litrag.settings import llm_backend
 
     def fail(msg: str, code: int = 2) -> int:
         print(f"error: {msg}", file=sys.stderr)
@@ -60,6 +62,12 @@ def _cmd_ask(args: argparse.Namespace) -> int:
             return fail(
                 f"--upto-chapter must be a chapter of the book ({where}), got {args.upto_chapter}"
             )
+    answer_llm = None
+    if not args.no_llm and llm_backend(s) != "local":
+        try:  # a server's client: nothing to start, so a setup mistake is said before any work
+            answer_llm = build_answer_llm(s)
+        except (BackendError, ImportError) as exc:
+            return fail(str(exc).splitlines()[0])
     try:
         retrieval = RetrievalSettings.from_env(s.retrieval, s.retrieval_overrides)
         if s.top_k is not None:
@@ -69,19 +77,18 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         return _ask_through_ui(args, s, books, question, exc)
     except (UnknownBookError, ValueError) as exc:
         return fail(str(exc))
-    answer_llm = None
     llm_error = None
     try:
-        if not args.no_llm:
-            if not s.llm_url and not args.json:
+        if not args.no_llm and answer_llm is None:
+            if not args.json:
                 print(f"starting the local LLM ({s.local_llm}) ...", file=sys.stderr)
             try:
                 answer_llm = build_answer_llm(s)
             except LocalModelError as exc:  # keep going: the retrieval results are still shown
                 llm_error = f"the local LLM did not start: {str(exc).splitlines()[0]}"
-            else:
-                engine.llm, engine.answered_by = answer_llm.llm, answer_llm.description
-                engine.llm_health = answer_llm.diagnose
+        if answer_llm is not None:
+            engine.llm, engine.answered_by = answer_llm.llm, answer_llm.description
+            engine.llm_health = answer_llm.diagnose
         stream = engine.ask(question)
         _close_store(engine)  # the sources are in hand: free the library for other processes
         if not args.json:
@@ -193,6 +200,7 @@ def add_parsers(sub: Any) -> None:
         "--timeout", type=float, help="seconds the LLM may stay silent (default 120; local 900)"
     )
     ask.add_argument("--full", action="store_true", help="print whole passages, not excerpts")
+    add_backend_flag(ask)
     ask.set_defaults(func=_cmd_ask)
 
     cht = sub.add_parser("chat", help="the chat UI in the browser (Gradio), on 127.0.0.1")
@@ -203,6 +211,7 @@ def add_parsers(sub: Any) -> None:
     cht.add_argument("--no-llm", action="store_true", help="extractive answers, no LLM")
     cht.add_argument("--max-mb", type=float, help="upload size limit in MB (default 16)")
     cht.add_argument("--segmenter", choices=["offline", "litseg-lite", "litseg"])
+    add_backend_flag(cht)
     cht.add_argument(
         "--share", action="store_true", help="a public Gradio link (off by default; needs internet)"
     )

@@ -12,13 +12,63 @@ from litrag.settings import Settings
 BUNDLED_BOOK = Path(__file__).parent.parent / "data" / "pg215_call_of_the_wild.txt"
 
 
-def llm_from_args(args: argparse.Namespace) -> Any:
-    """The LLM asked for on the command line, or None for the offline segmenter."""
-    if args.llm_url:
-        from litrag.local_llm import openai_like
+def backend_from_args(args: argparse.Namespace, s: Settings | None = None) -> str:
+    """``--llm-backend``, else ``LITRAG_LLM_BACKEND``, else the default for what is configured."""
+    from litrag.settings import llm_backend
 
-        return openai_like(args.llm_url, args.model or "local", timeout=args.timeout)
+    s = s or Settings()
+    if getattr(args, "llm_backend", None):
+        s.llm_backend = args.llm_backend
+    return llm_backend(s)
+
+
+def llm_from_args(args: argparse.Namespace) -> Any:
+    """The LLM asked for on the command line (``--llm-url`` through the backend's client;
+    ``--llm-backend vllm --model M`` without a URL: in-process vLLM), or None for the offline
+    segmenter."""
+    from litrag.llm_backends import in_process_vllm, server_llm
+
+    s = Settings()
+    backend = backend_from_args(args, s)
+    if args.llm_url:
+        backend = "openai-like" if backend == "local" else backend
+        return server_llm(
+            backend,
+            args.llm_url,
+            args.model or "local",
+            context_window=s.llm_context,
+            timeout=args.timeout,
+            api_key=s.llm_api_key,
+        )
+    if backend == "vllm" and args.model and not getattr(args, "local_llm", None):
+        return in_process_vllm(args.model)
     return None
+
+
+def local_server_llm(args: argparse.Namespace, server: Any, context_window: int) -> Any:
+    """The LLM for a packaged model's llama.cpp server, through the backend's client."""
+    from litrag.llm_backends import server_llm
+
+    backend = backend_from_args(args)
+    return server_llm(
+        "vllm" if backend == "vllm" else "openai-like",
+        server.api_base,
+        server.model,
+        context_window=context_window,
+        timeout=args.timeout,
+    )
+
+
+def add_backend_flag(parser: argparse.ArgumentParser) -> None:
+    from litrag.settings import LLM_BACKENDS
+
+    parser.add_argument(
+        "--llm-backend",
+        choices=LLM_BACKENDS,
+        help="the LLM client: openai-like (OpenAILike), vllm (llama-index-llms-vllm) or local "
+        "(the packaged llama.cpp model); default LITRAG_LLM_BACKEND, else openai-like with a "
+        "server URL, local without",
+    )
 
 
 # Settings field -> (argparse attribute, flag), for the flags that set one.
@@ -29,6 +79,7 @@ _FLAGS = {
     "llm_timeout": ("timeout", "--timeout"),
     "top_k": ("top_k", "--top-k"),
     "retrieval": ("retrieval", "--retrieval"),
+    "llm_backend": ("llm_backend", "--llm-backend"),
 }
 
 

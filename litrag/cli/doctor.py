@@ -5,15 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from litrag.cli.common import add_backend_flag
+
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
     """`litrag doctor`: one line per check as it finishes; exit 1 when any check failed."""
+    from litrag.cli.common import settings_from_args
     from litrag.doctor import as_json, format_check, run_checks
-    from litrag.settings import Settings
 
     say = None if args.json else (lambda c: print(format_check(c), flush=True))
     checks = run_checks(
-        Settings(), generate=not args.no_generate, local_model=args.local_llm, say=say
+        settings_from_args(args), generate=not args.no_generate, local_model=args.local_llm, say=say
     )
     if args.json:
         print(as_json(checks))
@@ -34,4 +36,5 @@ def add_parsers(sub: Any) -> None:
         help="generate with this packaged model (default: what `litrag ask` uses)",
     )
     doc.add_argument("--json", action="store_true", help="the checks as JSON")
+    add_backend_flag(doc)
     doc.set_defaults(func=_cmd_doctor)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from litrag import settings
-from litrag.cli.common import llm_from_args
+from litrag.cli.common import add_backend_flag, llm_from_args, local_server_llm, settings_from_args
 
 
 def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
@@ -66,16 +66,14 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
         if wants_llm:
             llm, identity, path = llm_from_args(args), "", None
             if llm is None and args.local_llm:
-                from litrag.local_llm import LlamaServer, local_model_path, openai_like
+                from litrag.local_llm import LlamaServer, local_model_path
 
                 if threading.current_thread() is threading.main_thread():
                     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the server too
                 path = local_model_path(args.local_llm)
                 say(f"starting the local LLM {path.name} (llama.cpp, n_ctx {args.n_ctx}) ...")
                 server = LlamaServer(path, n_ctx=args.n_ctx, n_threads=args.llm_threads).start()
-                llm = openai_like(
-                    server.api_base, server.model, context_window=args.n_ctx, timeout=args.timeout
-                )
+                llm = local_server_llm(args, server, args.n_ctx)
                 identity = f"llama.cpp:{path.name}"  # stable across runs; the port is not
             if llm is not None:
                 workers = args.workers or (1 if server is not None else 4)
@@ -136,7 +134,7 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     from litrag.local_llm import LocalModelError
     from litrag.query.edge_store import StoreLockedError
     from litrag.query.retriever import RetrievalSettings, UnknownBookError
-    from litrag.settings import Settings, focus_words
+    from litrag.settings import focus_words, llm_backend
 
     previous = None
     if threading.current_thread() is threading.main_thread():  # the LLM server must not outlive us
@@ -148,8 +146,9 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     cache_dir = args.cache_dir or settings.home() / "eval-cache"
     command = "litrag " + " ".join(shlex.quote(a) for a in args.argv)
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
-    given = {} if args.timeout is None else {"llm_timeout": args.timeout}
-    s = Settings(names_={"llm_timeout": "--timeout"}, **given)  # a bad value: one line
+    s = settings_from_args(
+        args
+    )  # --timeout, --llm-backend over the environment: a bad value is one line
     answer_llm = judge_closer = None
     try:
         questions, dropped = load_answer_questions(qfile, args.dataset, books)
@@ -166,7 +165,7 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
             answer_tokens=args.answer_tokens, passage_order=order, focus_words=words
         )
         if not args.no_llm:
-            if not s.llm_url:
+            if llm_backend(s) == "local":
                 say(f"starting the local LLM ({s.local_llm}) ...")
             answer_llm = build_answer_llm(s, max_tokens=args.answer_tokens)
             generator = Generator(
@@ -196,6 +195,7 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
             say=say,
         )
     except (OSError, ValueError, LocalModelError, StoreLockedError, UnknownBookError) as exc:
+        # BackendError is a ValueError: a backend that cannot be used is one line too
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
@@ -334,6 +334,7 @@ def add_parsers(sub: Any) -> None:
     )
     er.add_argument("--llm-url", help="LLM chunkers: OpenAI-compatible endpoint (…/v1)")
     er.add_argument("--model", help="model name at --llm-url")
+    add_backend_flag(er)
     er.add_argument(
         "--local-llm",
         choices=["smollm2", "qwen2.5-1.5b"],
@@ -429,6 +430,7 @@ def add_parsers(sub: Any) -> None:
     ea.add_argument("--judge", choices=["local"], help="judge with the packaged local LLM")
     ea.add_argument("--judge-url", help="judge LLM: an OpenAI-compatible endpoint")
     ea.add_argument("--judge-model", help="model name at --judge-url")
+    add_backend_flag(ea)
     ea.add_argument("--judge-retries", type=int, default=2, help="repairs of unreadable ratings")
     ea.add_argument(
         "--bertscore", help="BERTScore model: 'minilm' (packaged) or a local folder (default: off)"

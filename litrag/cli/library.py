@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from litrag.cli.common import settings_from_args
+from litrag.cli.common import add_backend_flag, settings_from_args
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
@@ -180,6 +180,7 @@ def add_parsers(sub: Any) -> None:
     ing.add_argument("paths", nargs="+", type=Path)
     ing.add_argument("--segmenter", choices=["offline", "litseg-lite", "litseg"])
     ing.add_argument("--workers", type=int, help="LLM calls in flight (LLM segmenters)")
+    add_backend_flag(ing)
     ing.add_argument("--max-mb", type=float, help="refuse books larger than this (default 16)")
     ing.add_argument("-q", "--quiet", action="store_true")
     ing.set_defaults(func=_cmd_ingest)

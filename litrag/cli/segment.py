@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from litrag import settings
-from litrag.cli.common import BUNDLED_BOOK, llm_from_args
+from litrag.cli.common import BUNDLED_BOOK, add_backend_flag, llm_from_args, local_server_llm
 
 
 def _row(node: Any) -> dict[str, Any]:
@@ -53,13 +53,11 @@ def _cmd_segment(args: argparse.Namespace) -> int:
     server = None
     llm = llm_from_args(args)
     if llm is None and args.local_llm:
-        from litrag.local_llm import LlamaServer, local_model_path, openai_like
+        from litrag.local_llm import LlamaServer, local_model_path
 
         server = LlamaServer(local_model_path(args.local_llm), n_ctx=args.n_ctx)
         server.__enter__()
-        llm = openai_like(
-            server.api_base, server.model, context_window=args.n_ctx, timeout=args.timeout
-        )
+        llm = local_server_llm(args, server, args.n_ctx)
     segmenter = args.segmenter or ("litseg-lite" if llm is not None else "offline")
     try:
         parser = LitSegNodeParser.from_defaults(
@@ -110,6 +108,7 @@ def add_parsers(sub: Any) -> None:
     seg.add_argument("--segmenter", choices=["offline", "litseg-lite", "litseg"])
     seg.add_argument("--llm-url", help="OpenAI-compatible endpoint, e.g. http://host:8000/v1")
     seg.add_argument("--model", help="model name at --llm-url")
+    add_backend_flag(seg)
     seg.add_argument(
         "--local-llm",
         choices=["smollm2", "qwen2.5-1.5b"],

@@ -303,27 +303,35 @@ def build_judge(
 ) -> tuple[Judge | None, Any]:
     """The judge (None when none is asked for) and what to ``close()`` after the run.
 
-    ``url`` (+ ``model``): any OpenAI-compatible server. ``local``: the packaged llama.cpp model,
-    sharing the answering LLM's server when that is the local one too (one model in memory).
+    ``url`` (+ ``model``): any OpenAI-compatible server, through the configured backend's
+    client (``LITRAG_LLM_BACKEND``: OpenAILike, or llama-index-llms-vllm). ``local``: the
+    packaged llama.cpp model, sharing the answering LLM's server when that is the local one too
+    (one model in memory).
     Ratings are short and deterministic: temperature 0, a few tokens, Qwen3 thinking off.
     """
     from litrag.builders import AnswerLLM, thinking_off
-    from litrag.local_llm import LlamaServer, local_model_path, openai_like
+    from litrag.llm_backends import describe, server_llm
+    from litrag.local_llm import LlamaServer, local_model_path
     from litrag.query.answer import CHARS_PER_TOKEN
+    from litrag.settings import llm_backend
 
     params: dict[str, Any] = {"max_tokens": 24, "temperature": 0.0}
     ctx = settings.llm_context
     if url:
         name = model or "local"
-        llm = openai_like(
+        backend = llm_backend(settings)
+        backend = "openai-like" if backend == "local" else backend  # a URL needs a client
+        llm = server_llm(
+            backend,
             url,
             name,
             context_window=ctx,
             timeout=timeout or 120.0,
-            additional_kwargs=thinking_off(name),
+            api_key=settings.llm_api_key,
+            extra_body=thinking_off(name).get("extra_body"),
             **params,
         )
-        closer, identity = None, f"{name} at {url}"
+        closer, identity = None, describe(backend, name, url)
     elif local:
         server = getattr(answer_llm, "server", None)
         closer = None

@@ -372,7 +372,7 @@ def describe_llm_error(exc: BaseException, *, midstream: bool, api_base: str = "
     except ImportError:  # pragma: no cover - openai comes with llama-index-llms-openai-like
         openai = None  # type: ignore[assignment]
     where = f" at {api_base}" if api_base else ""
-    timeout = isinstance(exc, httpx.TimeoutException) or (
+    timeout = isinstance(exc, httpx.TimeoutException | TimeoutError) or (
         openai is not None and isinstance(exc, openai.APITimeoutError)
     )
     if timeout:
@@ -385,8 +385,9 @@ def describe_llm_error(exc: BaseException, *, midstream: bool, api_base: str = "
         openai is not None and isinstance(exc, openai.APIConnectionError)
     ):
         return f"cannot reach the LLM server{where} ({_cause(exc)})"
-    if openai is not None and isinstance(exc, openai.APIStatusError):
-        return f"the LLM server{where} answered HTTP {exc.status_code}: {_first_line(exc)}"
+    status = getattr(exc, "status_code", None)  # openai's APIStatusError, or another client's
+    if isinstance(status, int):
+        return f"the LLM server{where} answered HTTP {status}: {_first_line(exc)}"
     return f"the LLM{where} failed: {type(exc).__name__}: {_first_line(exc)}"
 
 

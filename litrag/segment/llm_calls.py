@@ -1,7 +1,9 @@
 """Calling any LlamaIndex LLM for segmentation: sampling settings, timeouts, token counts, cache.
 
 OpenAI-compatible servers (``vllm serve``, llama.cpp's server) take the paper's sampling settings
-per request (``top_k`` through ``extra_body``); other LLMs keep their own settings.
+per request (``top_k`` through ``extra_body``), through OpenAILike or through a client that says
+it accepts the same fields (``accepts_openai_kwargs``, litrag's ``VllmChatServer``); other LLMs
+keep their own settings.
 """
 
 from __future__ import annotations
@@ -52,7 +54,10 @@ def llm_identity(llm: LLM) -> str:
 
 def request_kwargs(llm: LLM, sampling: Sampling) -> dict[str, Any]:
     """Sampling keyword arguments the LLM's ``achat`` accepts."""
-    if not hasattr(llm, "_get_model_kwargs"):  # not an OpenAI-family client
+    openai_family = hasattr(llm, "_get_model_kwargs") or getattr(
+        llm, "accepts_openai_kwargs", False
+    )
+    if not openai_family:  # neither OpenAI's client nor litrag's VllmChatServer
         return {}
     body: dict[str, Any] = {"top_k": sampling.top_k, **dict(sampling.extra_body)}
     kwargs: dict[str, Any] = {

@@ -1,0 +1,67 @@
+"""The GPU scripts on a machine without a GPU: ``scripts/deploy_vllm.sh --dry-run`` prints the
+``vllm serve`` commands and writes a settings file that litrag reads as the vllm backend;
+``scripts/gpu_check.sh`` says there is no GPU and exits 0."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_deploy_dry_run_writes_settings_litrag_reads(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LITRAG_")}
+    env["LITRAG_HOME"] = str(tmp_path)
+    r = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "deploy_vllm.sh"), "--dry-run", "--generator", "G/Gen"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    serve = [ln for ln in r.stdout.splitlines() if " vllm serve " in ln]
+    assert len(serve) == 2  # generator and segmenter; embedder and reranker only when asked
+    assert "serve G/Gen --host 127.0.0.1 --port 8000" in serve[0]
+    assert "Qwen/Qwen3-4B-Instruct-2507" in serve[1] and "--port 8001" in serve[1]
+    settings = tmp_path / "vllm.env"
+    assert oct(settings.stat().st_mode & 0o777) == "0o600"  # it holds the API key
+    show = (
+        "from litrag.settings import Settings, llm_backend; s = Settings(); "
+        "print(llm_backend(s), s.llm_url, s.llm_model, s.segment_url, s.llm_context, "
+        "bool(s.llm_api_key))"
+    )
+    r = subprocess.run(
+        ["bash", "-c", f"source {settings} && {sys.executable} -c '{show}'"],
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [
+        "vllm",
+        "http://127.0.0.1:8000/v1",
+        "G/Gen",
+        "http://127.0.0.1:8001/v1",
+        "32768",
+        "True",
+    ]
+
+
+def test_gpu_check_without_a_gpu_says_so_and_exits_0():
+    if shutil.which("nvidia-smi"):
+        pytest.skip("a GPU machine: run scripts/gpu_check.sh itself (minutes)")
+    r = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu_check.sh")], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0
+    assert r.stdout.strip() == (
+        "gpu_check: no NVIDIA GPU on this machine (nvidia-smi finds none): nothing to check"
+    )
