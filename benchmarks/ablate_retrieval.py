@@ -86,6 +86,8 @@ def main() -> int:
     ap.add_argument("--split", default=",".join(DEFAULT_SPLIT))
     ap.add_argument("--groups", help="comma list of group names (default: all)")
     ap.add_argument("--out", type=Path, help="also write the Markdown here")
+    ap.add_argument("--report", type=Path, help="write it as a section of this .md file")
+    ap.add_argument("--section", default="ablations", help="section of --report")
     args = ap.parse_args()
     split = tuple(args.split.split(","))
     heldout = args.heldout or [QUESTIONS / "dev_frozen.jsonl", QUESTIONS / "dev_paraphrase.jsonl"]
@@ -149,10 +151,27 @@ def main() -> int:
             if default is not None:
                 line += f"; the shipped default: {where(default, report, names)}"
             lines.append(line)
-    text = "\n".join(lines)
+    command = "python benchmarks/ablate_retrieval.py " + " ".join(sys.argv[1:])
+    intro = [
+        "# Retrieval ablations",
+        "",
+        "```",
+        command.strip(),
+        "```",
+        "",
+        "One change of the default per row group (LitSeg offline blocks, embedding view with "
+        "subtitle, dense MaxSim over 3-sentence windows, relative-score fusion alpha 0.3); MRR, "
+        f"top 20 within the book; half A = {', '.join(split)}. 'drop' is held-out minus public.",
+        "",
+    ]
+    text = "\n".join(intro + lines)
     print(text)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")
+    if args.report:
+        from litrag.eval.report import replace_section
+
+        replace_section(args.report, args.section, "Retrieval ablations", text)
     return 0
 
 
