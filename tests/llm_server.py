@@ -2,6 +2,8 @@
 ``keyed_server`` is one reached as ``vllm serve`` is (API key, no SSE pings), behind a proxy that
 records what the client sent.
 
+``stalling_url`` is a chat endpoint that streams two pieces and hangs.
+
 Register in ``tests/conftest.py`` with ``pytest_plugins = ["llm_server"]``.
 """
 
@@ -151,3 +153,50 @@ def keyed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recording
     finally:
         proxy.close()
         server.stop()
+
+
+# ------------------------------------------------------------- a server that stalls
+class StallingLLM(BaseHTTPRequestHandler):
+    """An OpenAI-compatible chat endpoint that streams two pieces, then hangs."""
+
+    protocol_version = "HTTP/1.0"  # no length: the body ends when the connection closes
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for piece in ("Buck's father", " was"):
+            chunk = {
+                "id": "c1",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "stall",
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": piece},
+                        "finish_reason": None,
+                    }
+                ],
+            }
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+        self.server.release.wait(60)  # type: ignore[attr-defined]
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def stalling_url() -> Iterator[str]:
+    """A chat endpoint that streams two pieces, then hangs (the mid-answer timeout tests)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StallingLLM)
+    server.daemon_threads = True
+    server.release = threading.Event()  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.release.set()  # type: ignore[attr-defined]
+    server.shutdown()
+    server.server_close()

@@ -10,9 +10,7 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -194,51 +192,6 @@ def test_empty_question_raises(engine_for):
 
 
 # --------------------------------------------------------------------------- failing LLMs
-class StallingLLM(BaseHTTPRequestHandler):
-    """An OpenAI-compatible chat endpoint that streams two pieces, then hangs."""
-
-    protocol_version = "HTTP/1.0"  # no length: the body ends when the connection closes
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        for piece in ("Buck's father", " was"):
-            chunk = {
-                "id": "c1",
-                "object": "chat.completion.chunk",
-                "created": 0,
-                "model": "stall",
-                "choices": [
-                    {
-                        "index": 0,
-                        "delta": {"role": "assistant", "content": piece},
-                        "finish_reason": None,
-                    }
-                ],
-            }
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            self.wfile.flush()
-        self.server.release.wait(60)  # type: ignore[attr-defined]
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def stalling_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), StallingLLM)
-    server.daemon_threads = True
-    server.release = threading.Event()  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.release.set()  # type: ignore[attr-defined]
-    server.shutdown()
-    server.server_close()
-
-
 def test_unreachable_llm_keeps_the_sources(engine_for):
     url = f"http://127.0.0.1:{free_port()}/v1"
     stream = engine_for(WILD, llm=openai_like(url, max_retries=0, timeout=5)).ask(FATHER)

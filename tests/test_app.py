@@ -23,7 +23,7 @@ import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 from llm_server import API_KEY
-from test_answer import FATHER, StallingLLM, free_port
+from test_answer import FATHER, free_port
 from test_library import short_book
 from test_retriever import ALICE, WILD, ingested_shelf
 
@@ -237,21 +237,6 @@ def test_unreachable_llm_shows_a_message_and_the_sources(app):
     assert "passages it was given are listed under Sources" in text_of(history[1])
     assert line.startswith("⚠ cannot reach the LLM server")
     assert len(answer["sources"]) == 5 and "[5] The Call of the Wild" in sources
-
-
-@pytest.fixture
-def stalling_url() -> Iterator[str]:
-    from http.server import ThreadingHTTPServer
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), StallingLLM)
-    server.daemon_threads = True
-    server.release = threading.Event()  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.release.set()  # type: ignore[attr-defined]
-    server.shutdown()
-    server.server_close()
 
 
 def test_llm_timing_out_mid_stream_keeps_the_partial_answer(app, stalling_url):

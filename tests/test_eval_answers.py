@@ -137,8 +137,9 @@ def test_real_llm_answers_and_judge_through_the_cli(
     ]  # fmt: skip
     run = _run(data, cache, tmp_path, *args)
     assert run["answers_generated"] == 2
-    assert run["config"]["llm"] == f"{llama_server.model} at {llama_server.api_base}"
-    assert run["config"]["judge"] == f"{llama_server.model} at {llama_server.api_base}"
+    # the answering LLM is named with the client that reached it (LITRAG_LLM_BACKEND)
+    assert run["config"]["llm"] == f"{llama_server.model} at {llama_server.api_base} (OpenAILike)"
+    assert run["config"]["judge"] == f"{llama_server.model} at {llama_server.api_base} (OpenAILike)"
     for r in run["rows"]:
         assert r["mode"] == "llm" and r["error"] is None and r["prediction"].strip()
         assert r["sources"] and r["contexts"] == 2

@@ -23,7 +23,7 @@ from llama_index.core import Document
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.llms.vllm import VllmServer
 from llm_server import API_KEY, NO_PINGS, RecordingProxy
-from test_answer import FATHER, StallingLLM, free_port
+from test_answer import FATHER, free_port
 from test_retriever import WILD, ingested_shelf
 
 from litrag.builders import build_answer_llm
@@ -297,20 +297,6 @@ def litrag_ask(home: Path, env: dict[str, str], *args: str) -> subprocess.Comple
         text=True,
         timeout=600,
     )
-
-
-@pytest.fixture
-def stalling_url() -> Iterator[str]:
-    """A chat endpoint that streams two pieces, then hangs (as test_answer's)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), StallingLLM)
-    server.daemon_threads = True
-    server.release = threading.Event()  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.release.set()  # type: ignore[attr-defined]
-    server.shutdown()
-    server.server_close()
 
 
 def test_cli_vllm_backend_failures_are_one_line(books_dir, tmp_path_factory, stalling_url):
