@@ -23,13 +23,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from question_sets import DATA, QUESTIONS
+
 from litrag.eval.heldout import DEFAULT_SPLIT, QuestionSet
 from litrag.eval.questions import load_questions, question_styles
 from litrag.eval.retrieval import evaluate_retrieval, parse_modes
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-QUESTIONS = ROOT / "benchmarks" / "questions"
 DEFAULT_MODE = "hybrid-rsf a=0.3"
 
 

@@ -18,6 +18,7 @@ import statistics
 from pathlib import Path
 
 from llama_index.core.schema import MetadataMode
+from question_sets import DATA, SETS
 
 from litrag.embeddings import SentenceWindowEncoder
 from litrag.eval.heldout import DEFAULT_SPLIT, half
@@ -26,13 +27,6 @@ from litrag.eval.registry import chunk_book, chunker_specs
 from litrag.eval.spans import normalize
 from litrag.query.bm25 import BM25Index
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-SETS = {
-    "public": DATA / "gutenqa" / "questions.jsonl",
-    "frozen": ROOT / "benchmarks" / "questions" / "dev_frozen.jsonl",
-    "paraphrase": ROOT / "benchmarks" / "questions" / "dev_paraphrase.jsonl",
-}
 TOP_K = 20
 
 

@@ -17,19 +17,13 @@ import statistics
 from pathlib import Path
 
 from llama_index.core.schema import MetadataMode
+from question_sets import DATA, SETS
 
 from litrag.eval.questions import load_books, load_questions
 from litrag.eval.registry import chunk_book, chunker_specs
 from litrag.eval.spans import normalize
 from litrag.query.bm25 import BM25Index
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-SETS = {
-    "public": DATA / "gutenqa" / "questions.jsonl",
-    "frozen": ROOT / "benchmarks" / "questions" / "dev_frozen.jsonl",
-    "paraphrase": ROOT / "benchmarks" / "questions" / "dev_paraphrase.jsonl",
-}
 EDGE = 0.15
 
 

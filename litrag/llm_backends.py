@@ -31,6 +31,13 @@ CLIENTS = {
 }
 
 
+def url_client(backend: str) -> str:
+    """The client for a server URL under ``backend``: ``vllm`` stays ``vllm``; ``local`` (the
+    packaged model, which is itself reached over llama.cpp's server) and ``openai-like`` use
+    ``openai-like``."""
+    return "vllm" if backend == "vllm" else "openai-like"
+
+
 class BackendError(ValueError):
     """The backend cannot be used as configured; the message says why and what to use (one line)."""
 

@@ -9,6 +9,7 @@ Register in ``tests/conftest.py`` with ``pytest_plugins = ["llm_server"]``.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import importlib.util
 import json
@@ -130,6 +131,17 @@ class RecordingProxy(ThreadingHTTPServer):
         self.server_close()
 
 
+@contextlib.contextmanager
+def recorded(server: LlamaServer) -> Iterator[RecordingProxy]:
+    """A started server behind a recording proxy; both stop when the block ends."""
+    proxy = RecordingProxy(server.api_base)
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+        server.stop()
+
+
 def _check_llama_cpp() -> None:
     for module in ("llama_cpp", "fastapi", "uvicorn", "sse_starlette", "starlette_context"):
         if importlib.util.find_spec(module) is None:
@@ -147,12 +159,8 @@ def keyed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recording
     server = LlamaServer(
         smollm2_path(), n_ctx=SMOLLM2_CONTEXT, log_path=log, api_key=API_KEY, extra_args=NO_PINGS
     ).start()
-    proxy = RecordingProxy(server.api_base)
-    try:
+    with recorded(server) as proxy:
         yield proxy
-    finally:
-        proxy.close()
-        server.stop()
 
 
 # ------------------------------------------------------------- a server that stalls

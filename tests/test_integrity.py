@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,17 +35,25 @@ def book(books_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def run(home: Path, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """One CLI command in this process (models load faster than in a fresh one)."""
+@contextlib.contextmanager
+def litrag_home(home: Path) -> Iterator[None]:
+    """``LITRAG_HOME`` set to ``home`` for the block, then as it was (module fixtures have no
+    monkeypatch)."""
     old = os.environ.get("LITRAG_HOME")
     os.environ["LITRAG_HOME"] = str(home)
     try:
-        code = main(list(args))
+        yield
     finally:
         if old is None:
             os.environ.pop("LITRAG_HOME", None)
         else:
             os.environ["LITRAG_HOME"] = old
+
+
+def run(home: Path, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """One CLI command in this process (models load faster than in a fresh one)."""
+    with litrag_home(home):
+        code = main(list(args))
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -66,16 +75,12 @@ def error_line(err: str) -> str:
 def quiet(home: Path, *args: str) -> tuple[int, str]:
     """A CLI command in this process, for module fixtures (which have no capsys): its stdout."""
     out = io.StringIO()
-    old = os.environ.get("LITRAG_HOME")
-    os.environ["LITRAG_HOME"] = str(home)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-            code = main(list(args))
-    finally:
-        if old is None:
-            os.environ.pop("LITRAG_HOME", None)
-        else:
-            os.environ["LITRAG_HOME"] = old
+    with (
+        litrag_home(home),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(io.StringIO()),
+    ):
+        code = main(list(args))
     return code, out.getvalue()
 
 

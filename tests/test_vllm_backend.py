@@ -22,7 +22,7 @@ import pytest
 from llama_index.core import Document
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.llms.vllm import VllmServer
-from llm_server import API_KEY, NO_PINGS, RecordingProxy
+from llm_server import API_KEY, NO_PINGS, RecordingProxy, recorded
 from test_answer import FATHER, free_port
 from test_retriever import WILD, ingested_shelf
 
@@ -45,6 +45,18 @@ USER = ChatMessage(role=MessageRole.USER, content="Name one animal.")
 def vllm_llm(proxy: RecordingProxy, **kwargs) -> VllmChatServer:
     kwargs.setdefault("api_key", API_KEY)
     return server_llm("vllm", proxy.api_base, "local", context_window=2048, **kwargs)
+
+
+def package_client(api_url: str, **kwargs) -> VllmServer:
+    """The package's own ``VllmServer(openai_like=True)``, keyed, as a user would build it: the
+    behaviour each repair of ``VllmChatServer`` is held against."""
+    return VllmServer(
+        api_url=api_url,
+        model="local",
+        openai_like=True,
+        api_headers={"Authorization": f"Bearer {API_KEY}"},
+        **kwargs,
+    )
 
 
 # --------------------------------------------------------------------------- what is sent
@@ -70,13 +82,7 @@ def test_the_chat_is_sent_as_a_chat_with_model_limit_and_key(keyed_server):
     assert keyed_server.chats()[-1]["body"]["max_tokens"] == 5
 
     # the package as shipped: one flattened user message, max_tokens= ignored, 3,900 tokens
-    raw = VllmServer(
-        api_url=keyed_server.api_base + "/chat/completions",
-        model="local",
-        max_new_tokens=24,
-        openai_like=True,
-        api_headers={"Authorization": f"Bearer {API_KEY}"},
-    )
+    raw = package_client(keyed_server.api_base + "/chat/completions", max_new_tokens=24)
     assert raw.metadata.context_window == 3900 and not raw.metadata.is_chat_model
     raw.chat([SYSTEM, USER], max_tokens=5)
     body = keyed_server.chats()[-1]["body"]
@@ -122,13 +128,7 @@ def test_async_calls_overlap_where_the_package_queues_them(keyed_server):
     first, second = keyed_server.chats()[n : n + 2]
     assert second["start"] < first["end"]  # in flight together
 
-    package = VllmServer(
-        api_url=keyed_server.api_base + "/chat/completions",
-        model="local",
-        max_new_tokens=16,
-        openai_like=True,
-        api_headers={"Authorization": f"Bearer {API_KEY}"},
-    )
+    package = package_client(keyed_server.api_base + "/chat/completions", max_new_tokens=16)
     n = len(keyed_server.chats())
     asyncio.run(two_calls(package))
     first, second = keyed_server.chats()[n : n + 2]
@@ -188,12 +188,7 @@ def test_each_failure_of_the_package_is_one_clear_error(keyed_server):
     with pytest.raises(LLMServerHTTPError, match="not /v1/completions") as err:
         at_completions.chat([USER])
     assert err.value.status_code == 500  # llama.cpp; vLLM answers 400
-    package = VllmServer(
-        api_url=base + "/completions",
-        model="local",
-        openai_like=True,
-        api_headers={"Authorization": f"Bearer {API_KEY}"},
-    )
+    package = package_client(base + "/completions")
     # the package: llama.cpp streams nothing, which LlamaIndex's instrumentation turns into a
     # pydantic ValidationError about an event, naming neither the URL nor the cause
     with pytest.raises(Exception) as raw_err:
@@ -324,12 +319,8 @@ def qwen_proxy(tmp_path_factory) -> Iterator[RecordingProxy]:
     log = tmp_path_factory.mktemp("qwen-server") / "server.log"
     args = ["--logits_all", "False", "--flash_attn", "True", *NO_PINGS]
     server = LlamaServer(qwen_1_5b_path(), n_ctx=4096, log_path=log, extra_args=args).start()
-    proxy = RecordingProxy(server.api_base)
-    try:
+    with recorded(server) as proxy:
         yield proxy
-    finally:
-        proxy.close()
-        server.stop()
 
 
 def ask(home: Path, backend: str, url: str) -> subprocess.CompletedProcess:

@@ -26,14 +26,13 @@ def llm_from_args(args: argparse.Namespace) -> Any:
     """The LLM asked for on the command line (``--llm-url`` through the backend's client;
     ``--llm-backend vllm --model M`` without a URL: in-process vLLM), or None for the offline
     segmenter."""
-    from litrag.llm_backends import in_process_vllm, server_llm
+    from litrag.llm_backends import in_process_vllm, server_llm, url_client
 
     s = Settings()
     backend = backend_from_args(args, s)
     if args.llm_url:
-        backend = "openai-like" if backend == "local" else backend
         return server_llm(
-            backend,
+            url_client(backend),
             args.llm_url,
             args.model or "local",
             context_window=s.llm_context,
@@ -47,11 +46,10 @@ def llm_from_args(args: argparse.Namespace) -> Any:
 
 def local_server_llm(args: argparse.Namespace, server: Any, context_window: int) -> Any:
     """The LLM for a packaged model's llama.cpp server, through the backend's client."""
-    from litrag.llm_backends import server_llm
+    from litrag.llm_backends import server_llm, url_client
 
-    backend = backend_from_args(args)
     return server_llm(
-        "vllm" if backend == "vllm" else "openai-like",
+        url_client(backend_from_args(args)),
         server.api_base,
         server.model,
         context_window=context_window,

@@ -310,7 +310,7 @@ def build_judge(
     Ratings are short and deterministic: temperature 0, a few tokens, Qwen3 thinking off.
     """
     from litrag.builders import AnswerLLM, thinking_off
-    from litrag.llm_backends import describe, server_llm
+    from litrag.llm_backends import describe, server_llm, url_client
     from litrag.local_llm import LlamaServer, local_model_path
     from litrag.query.answer import CHARS_PER_TOKEN
     from litrag.settings import llm_backend
@@ -319,8 +319,7 @@ def build_judge(
     ctx = settings.llm_context
     if url:
         name = model or "local"
-        backend = llm_backend(settings)
-        backend = "openai-like" if backend == "local" else backend  # a URL needs a client
+        backend = url_client(llm_backend(settings))  # a URL needs a client
         llm = server_llm(
             backend,
             url,
