@@ -10,7 +10,7 @@ frozen set ("chosen on A, reported on B"), which is how a default should be chos
     python benchmarks/ablate_retrieval.py [--heldout SET.jsonl ...] [--groups size,...]
         [--cache-dir DIR] [--out ablations.md]
 
-The held-out sets default to the two frozen development sets in benchmarks/questions.
+The held-out sets default to the frozen development sets in benchmarks/questions.
 
 Everything is cached in the harness's cache (chunks, embeddings): a rerun only queries.
 """
@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from question_sets import DATA, QUESTIONS
+from question_sets import DATA, SETS
 
 from litrag.eval.heldout import DEFAULT_SPLIT, QuestionSet
 from litrag.eval.questions import load_questions, question_styles
@@ -78,7 +78,7 @@ def main() -> int:
         "--heldout",
         type=Path,
         action="append",
-        help="held-out sets (default: the two frozen development sets)",
+        help="held-out sets (default: the frozen development sets of question_sets.py)",
     )
     ap.add_argument("--books", type=Path, default=DATA)
     ap.add_argument("--cache-dir", type=Path, default=Path.home() / ".litrag" / "eval-cache")
@@ -89,7 +89,7 @@ def main() -> int:
     ap.add_argument("--section", default="ablations", help="section of --report")
     args = ap.parse_args()
     split = tuple(args.split.split(","))
-    heldout = args.heldout or [QUESTIONS / "dev_frozen.jsonl", QUESTIONS / "dev_paraphrase.jsonl"]
+    heldout = args.heldout or [p for name, p in SETS.items() if name != "public"]
     names = [p.stem.removeprefix("dev_") for p in heldout]
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     wanted = set(args.groups.split(",")) if args.groups else None

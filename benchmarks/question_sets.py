@@ -1,5 +1,5 @@
 """Where the benchmark scripts find the books and the question sets: the public GutenQA set in
-``../shared/data`` and the two frozen development sets kept in ``benchmarks/questions``."""
+``../shared/data`` and the frozen development sets kept in ``benchmarks/questions``."""
 
 from __future__ import annotations
 
@@ -12,4 +12,5 @@ SETS = {
     "public": DATA / "gutenqa" / "questions.jsonl",
     "frozen": QUESTIONS / "dev_frozen.jsonl",
     "paraphrase": QUESTIONS / "dev_paraphrase.jsonl",
+    "light": QUESTIONS / "dev_light.jsonl",
 }
