@@ -1,95 +1,108 @@
-"""BM25 over blocks, over each block's sentence windows (MaxSim), and the two mixed.
+"""BM25 through the library's store path, with and without each block's best sentence window.
 
-Dense search already scores a block by its best 3-sentence window. This asks whether BM25 should
-too, which would make the sparse score depend less on how long a block is: every chunk's
-windows are scored with an in-memory BM25 (the same term weighting as the store's), a block gets
-its best window's score, and ``mix A`` is ``A * window + (1 - A) * block`` after min-max
-scaling per question. In memory, not in the store: this decides whether the store should grow
-window sparse vectors. Figures per question set and book half.
+The sparse side of retrieval as `litrag ask` runs it (Qdrant Edge, BM25 with per-book IDF, the
+store's top 100 candidates re-scored by their best 3-sentence window, ``window_bm25``) for each
+window weight, on the public set and every frozen development set, by book half. BM25 alone is
+measured, so no embedding is computed (the store gets a constant vector it never searches):
+a run takes minutes, not the hour a full `litrag eval heldout` needs.
 
-    python benchmarks/bm25_windows.py [--chunkers litseg-offline,paragraphs]
-        [--cache-dir ~/.litrag/eval-cache]
+    python benchmarks/bm25_windows.py [--chunkers litseg-offline,paragraphs] [--weights 0,0.3]
+        [--cache-dir ~/.litrag/eval-cache] [--report docs/results.md]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import sys
 from pathlib import Path
 
-from llama_index.core.schema import MetadataMode
+import numpy as np
 from question_sets import DATA, SETS
 
-from litrag.embeddings import SentenceWindowEncoder
-from litrag.eval.heldout import DEFAULT_SPLIT, half
-from litrag.eval.questions import load_books, load_questions
-from litrag.eval.registry import chunk_book, chunker_specs
-from litrag.eval.spans import normalize
-from litrag.query.bm25 import BM25Index
-
-TOP_K = 20
+from litrag.eval.heldout import DEFAULT_SPLIT, half, mrr
+from litrag.eval.questions import load_questions
+from litrag.eval.report import replace_section
+from litrag.eval.retrieval import evaluate_retrieval, parse_modes
 
 
-def _scaled(scores: list[float]) -> list[float]:
-    lo, hi = min(scores), max(scores)
-    return [(x - lo) / (hi - lo) if hi > lo else 0.0 for x in scores]
+class NoDense:
+    """Stands in for the embedder where only BM25 is queried: one constant vector per text."""
 
+    model_key = "none (BM25 only)"
+    computed = cached = 0
+    seconds = 0.0
 
-def _rr(scores: list[float], relevant: list[bool]) -> float:
-    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:TOP_K]
-    return next((1 / r for r, i in enumerate(order, 1) if relevant[i]), 0.0)
+    def embed(self, texts: list[str], kind: str = "text") -> np.ndarray:
+        return np.ones((len(texts), 4), dtype=np.float32)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--chunkers", default="litseg-offline,paragraphs")
+    ap.add_argument("--weights", default="0,0.3", help="window weights (0: block BM25 alone)")
     ap.add_argument("--cache-dir", type=Path, default=Path.home() / ".litrag" / "eval-cache")
-    ap.add_argument("--mix", default="0.3,0.5", help="window weights of the mixed scores")
+    ap.add_argument("--report", type=Path, help="write it as a section of this .md file")
+    ap.add_argument("--section", default="bm25-windows")
     args = ap.parse_args()
-    mixes = [float(a) for a in args.mix.split(",")]
-    windows = SentenceWindowEncoder(lambda texts: texts)  # only its windows() is used
-    print("| chunker | set | scoring | all | A | B |\n|---|---|---|---:|---:|---:|")
-    for spec in chunker_specs(args.chunkers.split(",")):
-        for name, path in SETS.items():
-            books, _ = load_books(load_questions(path), DATA)
-            got: dict[str, list[tuple[str, float]]] = {}
-            for book in books:
-                nodes, _ = chunk_book(spec, book.docs, book.key, args.cache_dir)
-                raw = [n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
-                blocks = BM25Index(n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes)
-                owner, texts = [], []
-                for i, text in enumerate(raw):
-                    for w in windows.windows(text):
-                        owner.append(i)
-                        texts.append(w)
-                wins = BM25Index(texts)
-                norm = [normalize(t) for t in raw]
-                for q in book.questions:
-                    needles = [normalize(s) for s in q.spans]
-                    relevant = [any(nd in c for nd in needles) for c in norm]
-                    block = blocks.scores(q.question)
-                    best = [0.0] * len(nodes)
-                    for j, s in enumerate(wins.scores(q.question)):
-                        best[owner[j]] = max(best[owner[j]], s)
-                    ways = {"block": block, "windows (MaxSim)": best}
-                    sb, sw = _scaled(block), _scaled(best)
-                    for a in mixes:
-                        ways[f"mix {a:g}"] = [
-                            a * w + (1 - a) * b for w, b in zip(sw, sb, strict=True)
-                        ]
-                    for way, scores in ways.items():
-                        got.setdefault(way, []).append(
-                            (half(book.file, DEFAULT_SPLIT), _rr(scores, relevant))
-                        )
-            for way, rows in got.items():
-
-                def m(h: str | None, rows=rows) -> float:
-                    return statistics.fmean(x for g, x in rows if h in (None, g))
-
-                print(
-                    f"| {spec.label} | {name} | {way} | "
-                    f"{m(None):.3f} | {m('A'):.3f} | {m('B'):.3f} |"
-                )
+    weights = [float(w) for w in args.weights.split(",")]
+    # (chunker label, weight) -> set name -> (all, A, B)
+    figs: dict[tuple[str, float], dict[str, tuple[float, float, float]]] = {}
+    for name, path in SETS.items():
+        questions = load_questions(path)
+        for w in weights:
+            print(f"== {name}, window weight {w:g}", file=sys.stderr)
+            run = evaluate_retrieval(
+                questions,
+                DATA,
+                args.chunkers.split(","),
+                parse_modes(["bm25"]),
+                cache_dir=args.cache_dir,
+                embedder=NoDense(),  # type: ignore[arg-type]
+                dense_vectors="block",
+                bm25_windows=w,
+                intrinsic=False,
+                say=lambda _m: None,
+            )
+            for c in run.chunkers:
+                sc = c.scores["bm25"]
+                by = [mrr(sc)] + [
+                    mrr([s for s in sc if half(s.book, DEFAULT_SPLIT) == h]) for h in "AB"
+                ]
+                figs.setdefault((c.label, w), {})[name] = (by[0], by[1], by[2])
+    names = list(SETS)
+    head = ["chunker", "window weight"]
+    for name in names:
+        head += [name, f"{name} A", f"{name} B"] + ([] if name == "public" else ["drop"])
+    lines = ["| " + " | ".join(head) + " |", "|---|---:|" + "---:|" * (len(head) - 2)]
+    for (label, w), per in figs.items():
+        cells = [label, f"{w:g}"]
+        for name in names:
+            a, ha, hb = per[name]
+            cells += [f"{a:.3f}", f"{ha:.3f}", f"{hb:.3f}"]
+            if name != "public":
+                cells.append(f"{a - per['public'][0]:+.3f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    command = "python benchmarks/bm25_windows.py " + " ".join(sys.argv[1:])
+    doc = "\n".join(
+        [
+            "# BM25 over sentence windows",
+            "",
+            "```",
+            command,
+            "```",
+            "",
+            "BM25 MRR as the library's store computes it (top 20 within the book, IDF over the "
+            "book), each block's score mixed with its best 3-sentence window's at the given "
+            "weight (0: block BM25 alone). Half A = "
+            + ", ".join(DEFAULT_SPLIT)
+            + "; 'drop' is the set minus public.",
+            "",
+            *lines,
+        ]
+    )
+    print(doc)
+    if args.report is not None:
+        replace_section(args.report, args.section, "BM25 over sentence windows", doc)
     return 0
 
 

@@ -168,13 +168,9 @@ class SentenceWindowEncoder:
 
     def windows(self, text: str) -> list[str]:
         """Windows of ``size`` sentences every ``stride``; the last one always ends the text."""
-        from litrag.segment.sentences import split_sentences
+        from litrag.segment.sentences import sentence_windows
 
-        sents = [s.flat for s in split_sentences(text)] or [text.strip() or " "]
-        starts = list(range(0, max(1, len(sents) - self.size + 1), self.stride))
-        if starts[-1] + self.size < len(sents):
-            starts.append(len(sents) - self.size)
-        return [" ".join(sents[a : a + self.size]) for a in starts]
+        return sentence_windows(text, self.size, self.stride)
 
     def describe(self) -> str:
         return f"each chunk's {self.size}-sentence windows (stride {self.stride}), MaxSim"

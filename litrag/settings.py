@@ -40,6 +40,7 @@ RETRIEVAL_FIELDS: dict[str, type] = {
     "dense_top_k": int,
     "sparse_top_k": int,
     "alpha": float,
+    "bm25_windows": float,
     "candidates": int,
     "top_k": int,
 }
@@ -277,7 +278,7 @@ def retrieval_overrides(environ: dict[str, str] | None = None) -> dict[str, Any]
         except ValueError:
             what = "a whole number" if kind is int else "a number"
             raise SettingsError(f"{var} must be {what}, got {raw!r}") from None
-        if key == "alpha" and not 0.0 <= number <= 1.0:
+        if key in ("alpha", "bm25_windows") and not 0.0 <= number <= 1.0:
             raise SettingsError(f"{var} must be between 0 and 1, got {raw!r}")
         if kind is int and number < 1:
             raise SettingsError(f"{var} must be at least 1, got {raw!r}")

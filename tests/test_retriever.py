@@ -164,7 +164,7 @@ def test_bm25_idf_is_over_the_selected_book(store, embed, books):
     """The library store scores BM25 with the IDF of the selected book alone: a book ranks the
     same in a library as on its own (Alice's words do not change Buck's rare terms)."""
     question = "Who stole Buck from Judge Miller's place and sold him?"
-    sparse = RetrievalSettings(mode="sparse", sparse_top_k=1000, top_k=1000)
+    sparse = RetrievalSettings(mode="sparse", sparse_top_k=1000, top_k=1000, bm25_windows=0)
     got = {
         n.node.node_id: n.score
         for n in retriever(store, embed, books, WILD, None, sparse).retrieve(question)

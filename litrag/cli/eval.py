@@ -102,6 +102,7 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
             view=args.view,
             dense_vectors=args.dense_vectors,
             bm25_avg_len=args.bm25_avg_len,
+            bm25_windows=args.bm25_windows,
             intrinsic=not args.no_intrinsic,
             llm=setup,
             reranker=reranker,
@@ -248,6 +249,7 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
                 top_k=args.top_k,
                 view=args.view,
                 dense_vectors=args.dense_vectors,
+                bm25_windows=args.bm25_windows,
                 intrinsic=False,
                 say=say,
             )
@@ -266,6 +268,22 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
         (out / "heldout.md").write_text(text, encoding="utf-8")
         print(f"wrote {out / 'heldout.md'}", file=sys.stderr)
     return 0
+
+
+BM25_WINDOWS_HELP = (
+    "weight of each chunk's best 3-sentence window in its BM25 score, 0 to 1 (default: the "
+    "library's, 0.3; 0: block BM25 alone)"
+)
+
+
+def _unit_float(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {raw!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {raw!r}")
+    return value
 
 
 def add_parsers(sub: Any) -> None:
@@ -312,6 +330,7 @@ def add_parsers(sub: Any) -> None:
         "vector per chunk",
     )
     er.add_argument("--bm25-avg-len", type=float, help="fixed BM25 avg_len (default: per book)")
+    er.add_argument("--bm25-windows", type=_unit_float, help=BM25_WINDOWS_HELP)
     er.add_argument("--no-intrinsic", action="store_true", help="skip the boundary metric")
     er.add_argument("--cache-dir", type=Path, help="default: $LITRAG_HOME/eval-cache")
     er.add_argument("--out", type=Path, help="report folder (default: $LITRAG_HOME/eval-results)")
@@ -393,6 +412,7 @@ def add_parsers(sub: Any) -> None:
     eh.add_argument("--top-k", type=int, default=DEFAULT_TOP_K)
     eh.add_argument("--view", choices=["embed", "text", "nosubtitle"], default="embed")
     eh.add_argument("--dense-vectors", choices=["windows", "block"], default="windows")
+    eh.add_argument("--bm25-windows", type=_unit_float, help=BM25_WINDOWS_HELP)
     eh.add_argument("--cache-dir", type=Path, help="default: $LITRAG_HOME/eval-cache")
     eh.add_argument("--out", type=Path, help="report folder (default: $LITRAG_HOME/eval-results)")
     eh.add_argument("--report", type=Path, help="write into this .md as one section")

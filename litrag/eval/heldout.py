@@ -236,7 +236,8 @@ def markdown(
         "(choose a setting on one half, report it on the other).",
         f"Retrieval as `litrag eval retrieval` runs it: top {cfg['top_k']} within the question's "
         f"book, view `{cfg['view']}`, dense `{cfg['embedding_model']}` over "
-        f"{cfg.get('dense_vectors', 'one vector per chunk')}. MRR over questions; 'drop' is "
+        f"{cfg.get('dense_vectors', 'one vector per chunk')}, BM25 best-window weight "
+        f"{cfg.get('bm25_windows', 0)}. MRR over questions; 'drop' is "
         "held-out minus public.",
         "",
         "## MRR: public -> held-out, and by book half",

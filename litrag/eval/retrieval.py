@@ -207,6 +207,13 @@ class RetrievalRun:
 
 
 # --------------------------------------------------------------------------------- harness
+def _bm25_windows(weight: float | None) -> float:
+    """The window weight of BM25 scores: the library's (RetrievalSettings) unless given."""
+    from litrag.query.retriever import RetrievalSettings
+
+    return RetrievalSettings().bm25_windows if weight is None else weight
+
+
 def _book_filter(book_id: str) -> MetadataFilters:
     return MetadataFilters(filters=[MetadataFilter(key="book_id", value=book_id)])
 
@@ -245,6 +252,7 @@ def evaluate_chunker(
     view: View = "embed",
     dense_vectors: DenseVectors = "windows",
     bm25_avg_len: float | None = None,
+    bm25_windows: float | None = None,
     chunk_cache: Path | None = None,
     intrinsic: bool = True,
     reranker: Any = None,
@@ -277,6 +285,7 @@ def evaluate_chunker(
         + ("-windows" if windows is not None else ""),
         sparse_idf_scope="filter",
         window_doc_fn=windows,
+        sparse_window_weight=_bm25_windows(bm25_windows),
     )
     store.clear()  # a fresh collection each run: chunks may have changed
     try:
@@ -397,6 +406,7 @@ def evaluate_retrieval(
     view: View = "embed",
     dense_vectors: DenseVectors = "windows",
     bm25_avg_len: float | None = None,
+    bm25_windows: float | None = None,
     intrinsic: bool = True,
     llm: ChunkerLLM | None = None,
     reranker: Any = None,
@@ -447,6 +457,7 @@ def evaluate_retrieval(
             else ONE_VECTOR_LABEL
         ),
         "bm25_avg_len": bm25_avg_len or "fitted per book",
+        "bm25_windows": _bm25_windows(bm25_windows),
         "embedding_model": embedder.model_key,
         "store": "Qdrant Edge (qdrant-edge-py), one collection per chunker, book_id filter",
         "sparse_idf": "per book (Edge IDF over the filtered points)",
@@ -494,6 +505,7 @@ def evaluate_retrieval(
                     view=view,
                     dense_vectors=dense_vectors,
                     bm25_avg_len=bm25_avg_len,
+                    bm25_windows=bm25_windows,
                     chunk_cache=cache_dir,
                     intrinsic=intrinsic,
                     reranker=reranker,

@@ -20,6 +20,7 @@ is one LlamaIndex ``VectorStore`` whose open, write, read and query paths share 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -61,6 +62,7 @@ from litrag.query.edge_schema import (
     write_owner,
 )
 from litrag.query.fusion import reciprocal_rank_fusion, relative_score_fusion
+from litrag.query.window_bm25 import DEFAULT_POOL, rescore
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +179,22 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             "IDF statistics over the whole collection (as a Qdrant server), or over the points the "
             "query's filter selects (per-book BM25 when filtering by book)."
         ),
+    )
+
+    sparse_window_weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Weight of each candidate's best 3-sentence window in its BM25 score (window_bm25); "
+            "0: the engine's block BM25 alone. A query may override it (kwargs "
+            "sparse_window_weight). Needs litrag's BM25Encoder as the sparse functions."
+        ),
+    )
+    sparse_window_pool: int = Field(
+        default=DEFAULT_POOL,
+        ge=1,
+        description="BM25 candidates re-scored by their windows when the window weight is > 0.",
     )
 
     _shard: Any = PrivateAttr(default=None)
@@ -526,18 +544,21 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         mode = query.mode
         if mode == VectorStoreQueryMode.DEFAULT:
             return self._parse(self._shard.query(self._dense_request(query, flt, kwargs)))
+        weight = float(kwargs.get("sparse_window_weight", self.sparse_window_weight))
         if mode in (VectorStoreQueryMode.SPARSE, VectorStoreQueryMode.TEXT_SEARCH):
-            return self._parse(self._shard.query(self._sparse_request(query, flt)))
+            req = self._sparse_request(query, flt, weight)
+            return self._parse(*self._windowed(query, flt, weight, self._shard.query(req)))
         if mode == VectorStoreQueryMode.HYBRID:
             dense_req = self._dense_request(query, flt, kwargs)
-            sparse_req = self._sparse_request(query, flt)
+            sparse_req = self._sparse_request(query, flt, weight)
             dense_pts, sparse_pts = self._shard.query_batch(
                 qe.QueryBatchRequest([dense_req, sparse_req])
             )
             alpha = query.alpha if query.alpha is not None else 0.5
             top_k = query.hybrid_top_k or query.similarity_top_k
             seen: dict[Any, BaseNode] = {}  # a point in both lists is decoded once
-            dense_res, sparse_res = self._parse(dense_pts, seen), self._parse(sparse_pts, seen)
+            dense_res = self._parse(dense_pts, seen=seen)
+            sparse_res = self._parse(*self._windowed(query, flt, weight, sparse_pts), seen=seen)
             if self._fusion_fn is not None:
                 return self._fusion_fn(dense_res, sparse_res, alpha=alpha, top_k=top_k)
             if self.hybrid_fusion == "rrf":
@@ -564,7 +585,55 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             params=params,
         )
 
-    def _sparse_request(self, query: VectorStoreQuery, flt: Any) -> Any:
+    def _windowed(
+        self, query: VectorStoreQuery, flt: Any, weight: float, points: Sequence[Any]
+    ) -> tuple[list[Any], list[float] | None]:
+        """The sparse candidates re-scored by their best sentence window and cut to the asked
+        length, with their new scores (see window_bm25); as they came when the weight is 0.
+        Only the text is read from the pool's payloads: whole nodes are decoded for the kept."""
+        if weight <= 0 or not points:
+            return list(points), None
+        limit = query.sparse_top_k or query.similarity_top_k
+        idf = self._query_idf(query, flt)
+        texts = [json.loads(p.payload["_node_content"]).get("text", "") for p in points]
+        ranked = rescore(texts, [float(p.score) for p in points], idf, weight)[:limit]
+        return [points[i] for i, _ in ranked], [score for _, score in ranked]
+
+    def _query_idf(self, query: VectorStoreQuery, flt: Any) -> dict[int, float]:
+        """The engine's IDF of each query term, under the query's IDF scope: one single-term
+        query per term (limit 1, in one batch); its top point's score over its stored BM25
+        weight for the term is the term's IDF. Terms no point holds are left out."""
+        assert self._sparse_query_fn is not None and query.query_str
+        ids = [int(i) for i in self._sparse_query_fn([query.query_str])[0][0]]
+        if not ids:
+            return {}
+        name = self.config.sparse_vector_name
+        params = None
+        if self.sparse_idf_scope == "filter" and flt is not None:
+            params = qe.SearchParams(idf=qe.IdfParams(corpus=flt))
+        reqs = [
+            qe.QueryRequest(
+                limit=1,
+                query=qe.Query.Nearest(qe.SparseVector([t], [1.0]), using=name),
+                filter=flt,
+                with_vector=[name],
+                params=params,
+            )
+            for t in ids
+        ]
+        idf: dict[int, float] = {}
+        for term, points in zip(
+            ids, self._shard.query_batch(qe.QueryBatchRequest(reqs)), strict=True
+        ):
+            if not points:
+                continue
+            vec = (points[0].vector or {}).get(name)
+            weights = dict(zip(vec.indices, vec.values, strict=True)) if vec is not None else {}
+            if weights.get(term):
+                idf[term] = float(points[0].score) / float(weights[term])
+        return idf
+
+    def _sparse_request(self, query: VectorStoreQuery, flt: Any, window_weight: float = 0.0) -> Any:
         if self._sparse_query_fn is None:
             raise ValueError(
                 "sparse and hybrid queries need sparse_query_fn (pass it to the store or call "
@@ -577,8 +646,11 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         params = None
         if self.sparse_idf_scope == "filter" and flt is not None:
             params = qe.SearchParams(idf=qe.IdfParams(corpus=flt))
+        limit = query.sparse_top_k or query.similarity_top_k
+        if window_weight > 0:  # a wider pool, re-scored by windows and cut back in _windowed
+            limit = max(limit, self.sparse_window_pool)
         return qe.QueryRequest(
-            limit=query.sparse_top_k or query.similarity_top_k,
+            limit=limit,
             query=qe.Query.Nearest(vec, using=self.config.sparse_vector_name),
             filter=flt,
             with_payload=_node_payload(),
@@ -604,16 +676,20 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         return qe.Filter(must=must) if must else None
 
     def _parse(
-        self, points: Iterable[Any], seen: dict[Any, BaseNode] | None = None
+        self,
+        points: Iterable[Any],
+        scores: Sequence[float] | None = None,
+        seen: dict[Any, BaseNode] | None = None,
     ) -> VectorStoreQueryResult:
+        """Nodes, scores (the points' own unless given) and ids of ``points``."""
         nodes, sims, ids = [], [], []
         seen = {} if seen is None else seen
-        for p in points:
+        for k, p in enumerate(points):
             node = seen.get(p.id)
             if node is None:
                 node = seen[p.id] = metadata_dict_to_node(p.payload)
             nodes.append(node)
-            sims.append(float(p.score))
+            sims.append(float(p.score) if scores is None else scores[k])
             ids.append(node.node_id)
         return VectorStoreQueryResult(nodes=nodes, similarities=sims, ids=ids)
 

@@ -85,6 +85,15 @@ class RetrievalSettings(BaseModel):
         le=1.0,
         description="Weight of the dense list in relative-score fusion (1 - alpha for BM25).",
     )
+    bm25_windows: float = Field(
+        default=0.3,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Weight of a block's best 3-sentence window in its BM25 score (0: block BM25 alone); "
+            "BM25 then depends less on block length. Embedded store only (window_bm25)."
+        ),
+    )
     candidates: int | None = Field(
         default=None,
         ge=1,
@@ -130,6 +139,8 @@ class RetrievalSettings(BaseModel):
             how = f"dense top {self.dense_top_k}"
         else:
             how = f"BM25 top {self.sparse_top_k}"
+        if self.mode != "dense" and self.bm25_windows > 0:
+            how += f", BM25 windows {self.bm25_windows:g}"
         rr = f", reranked by {reranker}" if reranker else ", no reranker"
         return f"{self.preset}: {how}{rr}, top {self.top_k}"
 
@@ -305,7 +316,10 @@ class BookRetriever(BaseRetriever):
         question = query_bundle.query_str.strip()
         if not question:
             raise ValueError("the question is empty")
-        result = self.vector_store.query(self.vector_query(question))
+        extra = {}
+        if hasattr(self.vector_store, "sparse_window_weight"):  # the Edge store re-scores
+            extra["sparse_window_weight"] = self.settings.bm25_windows
+        result = self.vector_store.query(self.vector_query(question), **extra)
         sims = result.similarities or [None] * len(result.nodes or [])
         nodes = [
             NodeWithScore(node=n, score=s) for n, s in zip(result.nodes or [], sims, strict=True)

@@ -149,3 +149,13 @@ def split_sentences(text: str, max_sentence_words: int = 120) -> list[Sentence]:
 
 def count_words(text: str) -> int:
     return len(text.split())
+
+
+def sentence_windows(text: str, size: int = 3, stride: int = 2) -> list[str]:
+    """Windows of ``size`` consecutive sentences every ``stride``; the last one always ends the
+    text. What dense MaxSim embeds and what windowed BM25 scores, so both see the same windows."""
+    sents = [s.flat for s in split_sentences(text)] or [text.strip() or " "]
+    starts = list(range(0, max(1, len(sents) - size + 1), stride))
+    if starts[-1] + size < len(sents):
+        starts.append(len(sents) - size)
+    return [" ".join(sents[a : a + size]) for a in starts]

@@ -1,0 +1,93 @@
+"""BM25 that also scores a block by its best sentence window, as dense search already does.
+
+Why: BM25 scores a whole block, and its length normalisation lowers a long block whose one
+relevant passage shares a few words with the question, against short blocks that happen to
+share them too. Dense retrieval avoids that with MaxSim over 3-sentence windows; this gives the
+sparse side the same view, so retrieval depends less on how long the segmenter's blocks are.
+A block's sparse score becomes ``w * best_window / max + (1 - w) * block / max`` over the
+candidates (``w`` = ``RetrievalSettings.bm25_windows``; the figures behind the default are in
+docs/results.md, "BM25 over sentence windows").
+
+Qdrant has no sparse multivectors, so the store's top BM25 candidates are re-scored here: each
+window with the engine's own IDF for the query's terms (read back from the store, so a
+per-book or a collection scope both hold) and the BM25 term saturation of ``litrag.query.bm25``
+against the candidates' mean window length.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+
+from litrag.query.bm25 import DEFAULT_B, DEFAULT_K1, saturation, term_id, tokenize
+
+WINDOW_SENTENCES = 3  # as the dense windows (embeddings.SentenceWindowEncoder)
+WINDOW_STRIDE = 2
+DEFAULT_POOL = 100  # BM25 candidates re-scored per query
+
+
+@lru_cache(maxsize=4096)
+def window_terms(text: str) -> tuple[tuple[Counter[int], int], ...]:
+    """Term-id counts and length (in terms) of each sentence window of ``text``; cached, since
+    the same blocks come back for question after question about a book."""
+    from litrag.segment.sentences import sentence_windows
+
+    out = []
+    for window in sentence_windows(text, WINDOW_SENTENCES, WINDOW_STRIDE):
+        terms = tokenize(window)
+        out.append((Counter(term_id(t) for t in terms), len(terms)))
+    return tuple(out)
+
+
+def best_window_scores(
+    texts: Sequence[str],
+    idf: Mapping[int, float],
+    *,
+    k1: float = DEFAULT_K1,
+    b: float = DEFAULT_B,
+) -> list[float]:
+    """Each text's best window BM25 score for a query whose terms have these ``idf`` weights."""
+    per_text = [window_terms(t) for t in texts]
+    lengths = [n for windows in per_text for _, n in windows]
+    avg_len = (sum(lengths) / len(lengths)) if lengths and sum(lengths) else 1.0
+    out = []
+    for windows in per_text:
+        best = 0.0
+        for counts, n in windows:
+            score = sum(
+                w * saturation(counts[t], n, avg_len, k1, b) for t, w in idf.items() if counts[t]
+            )
+            best = max(best, score)
+        out.append(best)
+    return out
+
+
+def mix_scores(block: Sequence[float], window: Sequence[float], weight: float) -> list[float]:
+    """``weight * window / max(window) + (1 - weight) * block / max(block)``: both scaled by
+    their best candidate (BM25 scores are never negative, so 0 stays the floor)."""
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"the window weight must be within [0, 1], got {weight}")
+    top_b = max(block, default=0.0) or 1.0
+    top_w = max(window, default=0.0) or 1.0
+    return [
+        weight * w / top_w + (1.0 - weight) * s / top_b for s, w in zip(block, window, strict=True)
+    ]
+
+
+def rescore(
+    texts: Sequence[str],
+    block_scores: Sequence[float],
+    idf: Mapping[int, float],
+    weight: float,
+    *,
+    k1: float = DEFAULT_K1,
+    b: float = DEFAULT_B,
+) -> list[tuple[int, float]]:
+    """(candidate index, mixed score), best first; ties keep the engine's order."""
+    if len(texts) != len(block_scores):
+        raise ValueError("one block score per text")
+    window = best_window_scores(texts, idf, k1=k1, b=b) if weight > 0 else [0.0] * len(texts)
+    mixed = mix_scores(block_scores, window, weight)
+    order = sorted(range(len(texts)), key=lambda i: (-mixed[i], i))
+    return [(i, mixed[i]) for i in order]
