@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
@@ -43,6 +44,9 @@ class UnitResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    # what the stages returned: "step1" / "step2" (LitSeg's free-text stages, with
+    # "s1_parsed" / "s2_parsed": did their JSON parse), and "final", the valid reply's JSON
+    stages: dict[str, Any] = field(default_factory=dict)
 
     def add(self, reply: Reply) -> None:
         self.calls += 1
@@ -86,7 +90,8 @@ class LitSeg:
         self.retry_feedback = retry_feedback
 
     async def _stage(self, result: UnitResult, user: str, key: str, stage: str) -> str:
-        """A free-text stage: retried until its JSON field parses, else its raw text is used."""
+        """A free-text stage: retried until its JSON field parses, else its raw text is used
+        (``result.stages[f"{stage}_parsed"]`` says which)."""
         messages = [_msg(MessageRole.SYSTEM, prompts.STAGED_SYSTEM), _msg(MessageRole.USER, user)]
         last = ""
         for attempt in range(1, self.max_retries + 2):
@@ -104,9 +109,12 @@ class LitSeg:
             except OutputParseError:
                 continue
             if isinstance(value, str) and value.strip():
+                result.stages[f"{stage}_parsed"] = True
                 return value.strip()
             if value:
+                result.stages[f"{stage}_parsed"] = True
                 return str(value)
+        result.stages[f"{stage}_parsed"] = False
         return last.strip()[:_MAX_FEEDBACK_CHARS]
 
     async def asegment(self, sentences: Sequence[Sentence], title: str = "") -> UnitResult:
@@ -127,6 +135,7 @@ class LitSeg:
             "step_2_threads",
             "s2",
         )
+        result.stages.update(step1=step1, step2=step2)
         user = prompts.STAGE3_USER.format(
             title=title, last_index=n, numbered=numbered, step1=step1, step2=step2
         )
@@ -158,12 +167,15 @@ async def _segment_with_retries(
             result.problems = [f"call {kind}"]
             continue
         result.add(reply)
+        obj: dict[str, Any] = {}
         try:
-            checked = check_segments(extract_json(reply.text), n)
+            obj = extract_json(reply.text)
+            checked = check_segments(obj, n)
         except OutputParseError as exc:
             checked = Checked(problems=[f"invalid JSON: {exc}"])
         if checked.valid:
             result.blocks, result.outcome, result.problems = checked.blocks, VALID, []
+            result.stages["final"] = obj
             break
         result.problems = checked.problems
         if checked.blocks and (best is None or len(checked.problems) <= len(best.problems)):
