@@ -188,3 +188,48 @@ def test_judge_sees_the_pipeline_and_passage(tmp_path) -> None:
     assert "Dimension 3" in system.content and "Overlap adjustment" in system.content
     assert "[1] x" in user.content and '"from_idx": 8' in user.content
     assert "# Role" in user.content  # the student's own prompt, as the paper's template asks
+
+
+def test_base_install_imports_no_trainer(tmp_path) -> None:
+    """``import litrag``, the rewards, the judge, the annotator and the CLI load with the
+    training packages blocked (a base install has none of them)."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+BLOCKED = ("trl", "peft", "datasets", "accelerate", "torch", "transformers")
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError("blocked: " + name)
+sys.meta_path.insert(0, Block())
+import litrag, litrag.distill.rewards, litrag.distill.judge, litrag.distill.annotate
+import litrag.distill.config, litrag.distill.export, litrag.distill.train, litrag.cli
+litrag.cli.build_parser()
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_cli_config_round_trip_and_one_line_errors(tmp_path, capsys) -> None:
+    from litrag.cli import main
+
+    assert main(["distill", "config"]) == 0
+    text = capsys.readouterr().out
+    assert "[grpo]" in text and 'loss_type = "dapo"' in text
+    mine = tmp_path / "mine.toml"
+    mine.write_text(text.replace("num_generations = 8", "num_generations = 4"))
+    assert DistillConfig.load(mine).grpo.num_generations == 4
+    assert DistillConfig.load(mine).sft.lora_r == 16
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[grpo]\nnum_generatons = 4\n")  # a typo never silently keeps a default
+    assert main(["distill", "config", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "bad distill config" in err and len(err.splitlines()) == 1
+    args = ["distill", "sft", "--model", str(tmp_path), "--data", str(tmp_path), "--out", "x"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "sft.jsonl" in err and len(err.splitlines()) == 1

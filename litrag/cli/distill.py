@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from litrag.cli.common import add_backend_flag, backend_from_args
+
+
+def _one_line(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Bad input (a config, a folder, a missing extra) ends in one ``error:`` line, exit 2."""
+
+    @functools.wraps(fn)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except (ValueError, ImportError) as exc:
+            if os.environ.get("LITRAG_DEBUG"):
+                raise
+            print(f"error: {str(exc).splitlines()[0] if str(exc) else exc!r}", file=sys.stderr)
+            return 2
+
+    return run
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -178,7 +197,7 @@ def add_parsers(sub: Any) -> None:
 
     q = steps.add_parser("config", help="print the default settings (the paper's) as TOML")
     common(q)
-    q.set_defaults(func=_cmd_config)
+    q.set_defaults(func=_one_line(_cmd_config))
 
     q = steps.add_parser("annotate", help="teacher data: LitSeg over BOOKS -> SFT JSONL")
     q.add_argument("books", type=Path, nargs="+", help="Gutenberg .txt files or folders")
@@ -196,7 +215,7 @@ def add_parsers(sub: Any) -> None:
     q.add_argument("-q", "--quiet", action="store_true")
     add_backend_flag(q)
     common(q)
-    q.set_defaults(func=_cmd_annotate)
+    q.set_defaults(func=_one_line(_cmd_annotate))
 
     def training(q: argparse.ArgumentParser) -> None:
         q.add_argument("--model", required=True, help="a local Hugging Face model folder")
@@ -208,7 +227,7 @@ def add_parsers(sub: Any) -> None:
 
     q = steps.add_parser("sft", help="LoRA SFT on the teacher's annotations")
     training(q)
-    q.set_defaults(func=_cmd_sft)
+    q.set_defaults(func=_one_line(_cmd_sft))
 
     q = steps.add_parser("grpo", help="GRPO with the format and narratological rewards")
     training(q)
@@ -217,7 +236,7 @@ def add_parsers(sub: Any) -> None:
     q.add_argument("--judge-cache-dir", help="judge reply cache (default OUT/judge_cache)")
     q.add_argument("--vllm-url", help="rollouts on a `trl vllm-serve` server (else in-process)")
     add_backend_flag(q)
-    q.set_defaults(func=_cmd_grpo)
+    q.set_defaults(func=_one_line(_cmd_grpo))
 
     q = steps.add_parser("export", help="merge an adapter; write a GGUF")
     q.add_argument("--model", required=True, help="the base (or already merged) model folder")
@@ -226,4 +245,4 @@ def add_parsers(sub: Any) -> None:
     q.add_argument("--gguf", help="also write this GGUF file (needs llama.cpp's converter)")
     q.add_argument("--converter", help="llama.cpp's convert_hf_to_gguf.py or its folder")
     q.add_argument("--outtype", default="q8_0", help="GGUF type: f16, bf16, q8_0, ...")
-    q.set_defaults(func=_cmd_export)
+    q.set_defaults(func=_one_line(_cmd_export))

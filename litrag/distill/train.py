@@ -121,16 +121,15 @@ def run_sft(
     resume: bool = False,
 ) -> dict[str, Any]:
     """LoRA SFT on the annotated records (Table 13); the validation split is evaluated."""
-    _require()
-    from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
-
     cfg = cfg or SFTConfigSection()
     out = Path(out_dir)
     train = [{"messages": r["messages"]} for r in read_records(data_dir, TRAIN)]
     val = [{"messages": r["messages"]} for r in read_records(data_dir, VALIDATION)]
     if not train:
         raise ValueError(f"{data_dir}: no training records (the teacher kept none)")
+    _require()
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
     flags = precision_flags(cfg.precision)
     model, tokenizer = _model_and_tokenizer(model_path, flags)
     args = SFTConfig(
@@ -203,6 +202,9 @@ def run_grpo(
     without it they are generated in-process. The judge's replies are cached under
     ``judge_cache_dir`` (default ``OUT/judge_cache``).
     """
+    rows = grpo_dataset(data_dir)
+    if not rows:
+        raise ValueError(f"{data_dir}: no training records (the teacher kept none)")
     _require()
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
@@ -215,9 +217,6 @@ def run_grpo(
     cfg = cfg or GRPOConfigSection()
     judge_cfg = judge_cfg or JudgeConfig()
     out = Path(out_dir)
-    rows = grpo_dataset(data_dir)
-    if not rows:
-        raise ValueError(f"{data_dir}: no training records (the teacher kept none)")
     cache = ResponseCache(Path(judge_cache_dir or out / "judge_cache") / "judge_replies.sqlite")
     sampling = Sampling(
         temperature=judge_cfg.temperature,
