@@ -64,17 +64,24 @@ class LitSegLite:
 
     name = "litseg-lite"
 
-    def __init__(self, caller: LLMCaller, max_retries: int = 20, retry_feedback: bool = True):
+    def __init__(
+        self,
+        caller: LLMCaller,
+        max_retries: int = 20,
+        retry_feedback: bool = True,
+        prompt_variant: str = "full",
+    ):
         self.caller = caller
         self.max_retries = max_retries
         self.retry_feedback = retry_feedback
+        self.system = prompts.lite_system(prompt_variant)  # an ablation variant (Appendix D.4)
 
     async def asegment(self, sentences: Sequence[Sentence], title: str = "") -> UnitResult:
         n = len(sentences)
         user = prompts.LITE_USER.format(
             title=title or "untitled", last_index=n, numbered=prompts.number_sentences(sentences)
         )
-        base = [_msg(MessageRole.SYSTEM, prompts.LITE_SYSTEM), _msg(MessageRole.USER, user)]
+        base = [_msg(MessageRole.SYSTEM, self.system), _msg(MessageRole.USER, user)]
         result = UnitResult(blocks=[], outcome=FALLBACK)
         return await _segment_with_retries(self, base, n, result, stage="lite")
 
