@@ -89,14 +89,22 @@ def test_annotate_sft_grpo_merge_and_segment(llama_server, books_dir, tmp_path) 
         if importlib.util.find_spec(module) is None:  # fail, never skip: a missing extra is red
             pytest.fail(f"{module} is missing: install the distill extra (scripts/setup.sh)")
     times: dict[str, float] = {}
-    llm = openai_like(llama_server.api_base, llama_server.model, context_window=8192)
+    # generous timeouts and no client retries: a busy CI core must not turn one slow call into
+    # a retried (and so uncached) one
+    llm = openai_like(
+        llama_server.api_base,
+        llama_server.model,
+        context_window=8192,
+        timeout=1800,
+        max_retries=0,
+    )
     cfg = DistillConfig.load()
     a = cfg.annotate.model_copy(
         update={
             "max_retries": 0,
             "workers": 2,
             "max_output_tokens": 256,
-            "timeout": 900,
+            "timeout": 1800,
             "strict": False,
         }
     )
@@ -137,7 +145,7 @@ def test_annotate_sft_grpo_merge_and_segment(llama_server, books_dir, tmp_path) 
     # are garbage, which the narrative reward scores without a call)
     judge_cache = tmp_path / "judge-cache"
     caller = LLMCaller(
-        llm, Sampling(max_tokens=200), 900, ResponseCache(judge_cache / "judge_replies.sqlite")
+        llm, Sampling(max_tokens=200), 1800, ResponseCache(judge_cache / "judge_replies.sqlite")
     )
     judge = NarrativeJudge(caller, max_retries=1, num_workers=2)
     reward = narrative_reward_function(judge)
@@ -188,7 +196,7 @@ def test_annotate_sft_grpo_merge_and_segment(llama_server, books_dir, tmp_path) 
         }
     )
     judge_cfg = cfg.judge.model_copy(
-        update={"max_retries": 0, "workers": 2, "max_output_tokens": 200, "timeout": 900}
+        update={"max_retries": 0, "workers": 2, "max_output_tokens": 200, "timeout": 1800}
     )
     t0 = time.perf_counter()
     grpo = run_grpo(

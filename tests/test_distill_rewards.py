@@ -233,3 +233,26 @@ def test_cli_config_round_trip_and_one_line_errors(tmp_path, capsys) -> None:
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "sft.jsonl" in err and len(err.splitlines()) == 1
+
+
+def test_gguf_export_without_converter_says_where_to_get_it(tmp_path, monkeypatch, capsys):
+    from litrag.cli import main
+    from litrag.distill.export import find_converter, to_gguf
+
+    monkeypatch.delenv("LITRAG_GGUF_CONVERTER", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert find_converter() is None
+    with pytest.raises(ValueError, match="ships in llama\\.cpp's source"):
+        to_gguf(tmp_path, tmp_path / "x.gguf")
+    fake = tmp_path / "llama.cpp"
+    fake.mkdir()
+    (fake / "convert_hf_to_gguf.py").write_text("import sys; sys.exit('no model here')\n")
+    assert find_converter(fake) == fake / "convert_hf_to_gguf.py"
+    monkeypatch.setenv("LITRAG_GGUF_CONVERTER", str(fake))
+    assert find_converter() == fake / "convert_hf_to_gguf.py"
+    with pytest.raises(RuntimeError, match="no model here"):
+        to_gguf(tmp_path, tmp_path / "x.gguf")
+    monkeypatch.delenv("LITRAG_GGUF_CONVERTER")
+    assert main(["distill", "export", "--model", str(tmp_path), "--out", "o", "--gguf", "x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: GGUF export needs") and len(err.splitlines()) == 1

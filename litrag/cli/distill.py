@@ -21,10 +21,11 @@ def _one_line(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
     def run(args: argparse.Namespace) -> int:
         try:
             return fn(args)
-        except (ValueError, ImportError) as exc:
+        except (ValueError, ImportError, RuntimeError) as exc:
             if os.environ.get("LITRAG_DEBUG"):
                 raise
-            print(f"error: {str(exc).splitlines()[0] if str(exc) else exc!r}", file=sys.stderr)
+            line = str(exc).splitlines()[0] if str(exc) else repr(exc)
+            print(f"error: {line}", file=sys.stderr)
             return 2
 
     return run
