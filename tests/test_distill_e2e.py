@@ -75,6 +75,7 @@ def test_annotate_sft_grpo_merge_and_segment(llama_server, books_dir, tmp_path) 
     import importlib.util
 
     from litrag import LitSegNodeParser
+    from litrag.cli import main
     from litrag.distill.export import merge_adapter
     from litrag.distill.judge import NarrativeJudge
     from litrag.distill.rewards import narrative_reward_function
@@ -129,17 +130,36 @@ def test_annotate_sft_grpo_merge_and_segment(llama_server, books_dir, tmp_path) 
         assert f"[{r['n_sentences']}] " in user["content"] and r["passage"] in user["content"]
         obj = json.loads(answer["content"])
         assert set(obj) == {"step1", "step2", "step3"} and obj["step3"]["segments"]
-    # the strict default, over the same (cached) replies: only valid units are kept
-    strict = annotate(
-        [book],
-        llm,
-        tmp_path / "strict",
-        a.model_copy(update={"strict": True}),
-        chapters={1, 2},
-        cache_dir=cache,
+    # the strict default through the command line, over the same (cached) replies: only
+    # valid units are kept, and nothing is asked twice
+    toml = tmp_path / "distill.toml"
+    toml.write_text(
+        "[annotate]\nmax_retries = 0\nworkers = 2\nmax_output_tokens = 256\ntimeout = 1800.0\n"
     )
-    assert strict["cached_calls"] == strict["llm_calls"] == 6
+    argv = [
+        "distill",
+        "annotate",
+        str(book),
+        "--llm-url",
+        llama_server.api_base,
+        "--model",
+        llama_server.model,
+        "--out",
+        str(tmp_path / "strict"),
+        "--chapters",
+        "1,2",
+        "--cache-dir",
+        str(cache),
+        "--config",
+        str(toml),
+        "-q",
+    ]
+    code = main(argv)
+    strict = json.loads((tmp_path / "strict" / "manifest.json").read_text())
+    assert code == (0 if strict["records"] else 1)
+    assert strict["strict"] and strict["cached_calls"] == strict["llm_calls"] == 6
     assert strict["records"] == strict["valid"] == manifest["valid"]
+    assert len(read_records(tmp_path / "strict")) == strict["records"]
 
     # 2. the judge, the same real LLM, on the teacher's answers (the student's rollouts below
     # are garbage, which the narrative reward scores without a call)
