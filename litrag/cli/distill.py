@@ -159,6 +159,7 @@ def _cmd_grpo(args: argparse.Namespace) -> int:
         config.grpo,
         config.judge,
         vllm_url=args.vllm_url,
+        vllm_colocate=args.vllm_colocate,
         judge_cache_dir=args.judge_cache_dir,
         resume=args.resume,
     )
@@ -235,7 +236,15 @@ def add_parsers(sub: Any) -> None:
     q.add_argument("--judge-url", required=True, help="the judge's OpenAI-compatible /v1 URL")
     q.add_argument("--judge-model", required=True, help="the judge's model name")
     q.add_argument("--judge-cache-dir", help="judge reply cache (default OUT/judge_cache)")
-    q.add_argument("--vllm-url", help="rollouts on a `trl vllm-serve` server (else in-process)")
+    vllm = q.add_mutually_exclusive_group()
+    vllm.add_argument(
+        "--vllm-url", help="rollouts on a `trl vllm-serve` server (TRL's server mode)"
+    )
+    vllm.add_argument(
+        "--vllm-colocate",
+        action="store_true",
+        help="rollouts on a vLLM engine in the trainer, on its GPU (TRL's colocate mode)",
+    )
     add_backend_flag(q)
     q.set_defaults(func=_one_line(_cmd_grpo))
 

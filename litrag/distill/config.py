@@ -113,6 +113,9 @@ class GRPOConfigSection(_Training):
     narrative_weight: float = Field(0.9, description="Weight of the narratological reward.")
     save_steps: int = Field(50, gt=0, description="Checkpoint every this many steps.")
     logging_steps: int = Field(1, gt=0, description="Log every this many steps.")
+    vllm_gpu_memory_utilization: float = Field(
+        0.2, gt=0, lt=1, description="Share of the GPU for colocated rollouts (--vllm-colocate)."
+    )
 
 
 class DistillConfig(_Section):

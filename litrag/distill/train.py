@@ -130,6 +130,7 @@ def run_sft(
     _require()
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
+
     flags = precision_flags(cfg.precision)
     model, tokenizer = _model_and_tokenizer(model_path, flags)
     args = SFTConfig(
@@ -192,6 +193,7 @@ def run_grpo(
     judge_cfg: JudgeConfig | None = None,
     *,
     vllm_url: str | None = None,
+    vllm_colocate: bool = False,
     judge_identity: str | None = None,
     judge_cache_dir: str | Path | None = None,
     resume: bool = False,
@@ -199,8 +201,9 @@ def run_grpo(
     """GRPO (Table 14) with the format reward and the LLM judge's narratological reward.
 
     ``vllm_url`` generates rollouts on a ``trl vllm-serve`` server (TRL's server mode);
-    without it they are generated in-process. The judge's replies are cached under
-    ``judge_cache_dir`` (default ``OUT/judge_cache``).
+    ``vllm_colocate`` on a vLLM engine inside the trainer, sharing its GPU (TRL's colocate
+    mode, ``cfg.vllm_gpu_memory_utilization`` of it); with neither, with ``generate``. The
+    judge's replies are cached under ``judge_cache_dir`` (default ``OUT/judge_cache``).
     """
     rows = grpo_dataset(data_dir)
     if not rows:
@@ -237,11 +240,15 @@ def run_grpo(
     narrative = narrative_reward_function(judge)
     flags = precision_flags(cfg.precision)
     model, tokenizer = _model_and_tokenizer(model_path, flags)
-    vllm = (
-        {"use_vllm": True, "vllm_mode": "server", "vllm_server_base_url": vllm_url}
-        if vllm_url
-        else {}
-    )
+    vllm: dict[str, Any] = {}
+    if vllm_url:
+        vllm = {"use_vllm": True, "vllm_mode": "server", "vllm_server_base_url": vllm_url}
+    elif vllm_colocate:
+        vllm = {
+            "use_vllm": True,
+            "vllm_mode": "colocate",
+            "vllm_gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
+        }
     args = GRPOConfig(
         output_dir=str(out),
         loss_type=cfg.loss_type,
