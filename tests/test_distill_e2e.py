@@ -90,15 +90,19 @@ def test_annotate_sft_grpo_merge_and_segment(llama_server, books_dir, tmp_path) 
         if importlib.util.find_spec(module) is None:  # fail, never skip: a missing extra is red
             pytest.fail(f"{module} is missing: install the distill extra (scripts/setup.sh)")
     times: dict[str, float] = {}
+
     # generous timeouts and no client retries: a busy CI core must not turn one slow call into
     # a retried (and so uncached) one
-    llm = openai_like(
-        llama_server.api_base,
-        llama_server.model,
-        context_window=8192,
-        timeout=1800,
-        max_retries=0,
-    )
+    def fresh_llm():  # OpenAILike's async client is bound to the event loop it first ran in
+        return openai_like(
+            llama_server.api_base,
+            llama_server.model,
+            context_window=8192,
+            timeout=1800,
+            max_retries=0,
+        )
+
+    llm = fresh_llm()
     cfg = DistillConfig.load()
     a = cfg.annotate.model_copy(
         update={
@@ -165,7 +169,10 @@ def test_annotate_sft_grpo_merge_and_segment(llama_server, books_dir, tmp_path) 
     # are garbage, which the narrative reward scores without a call)
     judge_cache = tmp_path / "judge-cache"
     caller = LLMCaller(
-        llm, Sampling(max_tokens=200), 1800, ResponseCache(judge_cache / "judge_replies.sqlite")
+        fresh_llm(),
+        Sampling(max_tokens=200),
+        1800,
+        ResponseCache(judge_cache / "judge_replies.sqlite"),
     )
     judge = NarrativeJudge(caller, max_retries=1, num_workers=2)
     reward = narrative_reward_function(judge)
@@ -223,7 +230,7 @@ def test_annotate_sft_grpo_merge_and_segment(llama_server, books_dir, tmp_path) 
         tmp_path / "sft" / "merged",
         data,
         tmp_path / "grpo",
-        llm,
+        fresh_llm(),
         grpo_cfg,
         judge_cfg,
         judge_cache_dir=judge_cache,

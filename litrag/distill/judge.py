@@ -20,6 +20,10 @@ three lists of exactly one number per segment) and retried with the problems sta
 completion whose judge never replies usably gets ``failure_score`` (default 0.0, the bottom of
 the range) and is counted in ``JudgeStats.failed``. Calls go through the segmenters'
 ``LLMCaller``: concurrent, timed out, and cached on disk, so a resumed run never pays twice.
+
+TRL runs async reward functions on one event loop of its own. An ``OpenAILike`` keeps an async
+HTTP client bound to the first loop it ran in: give the judge an LLM object that has not been
+used under another ``asyncio.run`` (``litrag distill grpo`` builds a fresh one).
 """
 
 from __future__ import annotations
