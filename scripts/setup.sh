@@ -2,7 +2,7 @@
 # Create .venv (if needed) and install litrag with the extras named in $LITRAG_EXTRAS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="${LITRAG_EXTRAS:-dev,app,server,local-llm,eval,vllm}"
+extras="${LITRAG_EXTRAS:-dev,app,server,local-llm,eval,vllm,distill}"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
@@ -10,7 +10,7 @@ fi
 # CPU build of torch that lies on disk on these machines; a bare `torch` would pull CUDA.
 # Installed first so no extra can pull another build; the base package itself needs no torch.
 case ",$extras," in
-  *,embeddings,*|*,app,*|*,eval,*) .venv/bin/python -m pip install --quiet torch==2.13.0 ;;
+  *,embeddings,*|*,app,*|*,eval,*|*,distill,*) .venv/bin/python -m pip install --quiet torch==2.13.0 ;;
 esac
 # llama.cpp built for a portable CPU baseline, never -march=native (see the script), before the
 # extra that names it, so pip finds it installed and neither builds nor reuses a cached native wheel.

@@ -23,6 +23,8 @@ from litrag import LitSegNodeParser
 from llama_index.core import Document
 nodes = LitSegNodeParser().get_nodes_from_documents([Document(text='A dog ran. It barked.')])
 assert nodes, 'no nodes'
+import importlib.util, litrag.distill.rewards
+assert not [m for m in ('trl', 'torch') if importlib.util.find_spec(m)], 'base install pulled trl/torch'
 print('base import ok:', len(nodes), 'node(s)')
 ")
 rm -rf "$(dirname "$base")"

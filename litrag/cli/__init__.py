@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from litrag.cli import ask, doctor, library, segment, verify
+from litrag.cli import ask, distill, doctor, library, segment, verify
 from litrag.cli import eval as evaluation
 from litrag.cli.common import BUNDLED_BOOK
 from litrag.settings import SettingsError
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         ask,
         doctor,
         evaluation,
+        distill,
     ):  # the order of `litrag --help`
         group.add_parsers(sub)
     return p

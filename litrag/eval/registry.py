@@ -78,12 +78,15 @@ def _litseg_offline() -> NodeParser:
     return LitSegNodeParser()
 
 
-def _litseg_llm(setup: ChunkerLLM, segmenter: Literal["litseg-lite", "litseg"]) -> NodeParser:
+def _litseg_llm(
+    setup: ChunkerLLM, segmenter: Literal["litseg-lite", "litseg"], variant: str = "full"
+) -> NodeParser:
     from litrag.segment import LitSegNodeParser
 
     return LitSegNodeParser.from_defaults(
         llm=setup.llm,
         segmenter=segmenter,
+        prompt_variant=variant,
         llm_identity=setup.name,
         max_unit_words=setup.max_unit_words,
         max_retries=setup.max_retries,
@@ -170,6 +173,20 @@ LLM_CHUNKERS: dict[str, tuple[str, Callable[[ChunkerLLM], NodeParser]]] = {
     "perplexity+merge": ("perplexity + merge ≤200w", lambda s: dynamic_merge(_perplexity(s))),
     "margin": ("margin sampling", _margin),
     "margin+merge": ("margin sampling + merge ≤200w", lambda s: dynamic_merge(_margin(s))),
+    # The paper's ablations (Appendix D.4): LitSeg-Lite's prompt without one theory step, or
+    # without narratology; run them on the untuned model for its "w/o" rows.
+    **{
+        f"litseg-lite-{variant}": (
+            f"LitSeg-Lite w/o {label}",
+            lambda s, v=variant: _litseg_llm(s, "litseg-lite", v),
+        )
+        for variant, label in (
+            ("no-events", "Theo.S.1"),
+            ("no-threads", "Theo.S.2"),
+            ("no-turning-points", "Theo.S.3"),
+            ("no-theory", "Theory"),
+        )
+    },
 }
 ALL_CHUNKERS = (*CHUNKERS, SEMANTIC_CHUNKER, *LLM_CHUNKERS)
 OURS = ("litseg-offline", "litseg-offline+merge", "litseg-lite", "litseg", "litseg-lite+merge")

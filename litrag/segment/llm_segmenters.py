@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
@@ -43,6 +44,9 @@ class UnitResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    # what the stages returned: "step1" / "step2" (LitSeg's free-text stages, with
+    # "s1_parsed" / "s2_parsed": did their JSON parse), and "final", the valid reply's JSON
+    stages: dict[str, Any] = field(default_factory=dict)
 
     def add(self, reply: Reply) -> None:
         self.calls += 1
@@ -60,17 +64,24 @@ class LitSegLite:
 
     name = "litseg-lite"
 
-    def __init__(self, caller: LLMCaller, max_retries: int = 20, retry_feedback: bool = True):
+    def __init__(
+        self,
+        caller: LLMCaller,
+        max_retries: int = 20,
+        retry_feedback: bool = True,
+        prompt_variant: str = "full",
+    ):
         self.caller = caller
         self.max_retries = max_retries
         self.retry_feedback = retry_feedback
+        self.system = prompts.lite_system(prompt_variant)  # an ablation variant (Appendix D.4)
 
     async def asegment(self, sentences: Sequence[Sentence], title: str = "") -> UnitResult:
         n = len(sentences)
         user = prompts.LITE_USER.format(
             title=title or "untitled", last_index=n, numbered=prompts.number_sentences(sentences)
         )
-        base = [_msg(MessageRole.SYSTEM, prompts.LITE_SYSTEM), _msg(MessageRole.USER, user)]
+        base = [_msg(MessageRole.SYSTEM, self.system), _msg(MessageRole.USER, user)]
         result = UnitResult(blocks=[], outcome=FALLBACK)
         return await _segment_with_retries(self, base, n, result, stage="lite")
 
@@ -86,7 +97,8 @@ class LitSeg:
         self.retry_feedback = retry_feedback
 
     async def _stage(self, result: UnitResult, user: str, key: str, stage: str) -> str:
-        """A free-text stage: retried until its JSON field parses, else its raw text is used."""
+        """A free-text stage: retried until its JSON field parses, else its raw text is used
+        (``result.stages[f"{stage}_parsed"]`` says which)."""
         messages = [_msg(MessageRole.SYSTEM, prompts.STAGED_SYSTEM), _msg(MessageRole.USER, user)]
         last = ""
         for attempt in range(1, self.max_retries + 2):
@@ -104,9 +116,12 @@ class LitSeg:
             except OutputParseError:
                 continue
             if isinstance(value, str) and value.strip():
+                result.stages[f"{stage}_parsed"] = True
                 return value.strip()
             if value:
+                result.stages[f"{stage}_parsed"] = True
                 return str(value)
+        result.stages[f"{stage}_parsed"] = False
         return last.strip()[:_MAX_FEEDBACK_CHARS]
 
     async def asegment(self, sentences: Sequence[Sentence], title: str = "") -> UnitResult:
@@ -127,6 +142,7 @@ class LitSeg:
             "step_2_threads",
             "s2",
         )
+        result.stages.update(step1=step1, step2=step2)
         user = prompts.STAGE3_USER.format(
             title=title, last_index=n, numbered=numbered, step1=step1, step2=step2
         )
@@ -158,12 +174,15 @@ async def _segment_with_retries(
             result.problems = [f"call {kind}"]
             continue
         result.add(reply)
+        obj: dict[str, Any] = {}
         try:
-            checked = check_segments(extract_json(reply.text), n)
+            obj = extract_json(reply.text)
+            checked = check_segments(obj, n)
         except OutputParseError as exc:
             checked = Checked(problems=[f"invalid JSON: {exc}"])
         if checked.valid:
             result.blocks, result.outcome, result.problems = checked.blocks, VALID, []
+            result.stages["final"] = obj
             break
         result.problems = checked.problems
         if checked.blocks and (best is None or len(checked.problems) <= len(best.problems)):

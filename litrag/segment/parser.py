@@ -17,6 +17,7 @@ from llama_index.core.node_parser.interface import NodeParser
 from llama_index.core.schema import BaseNode, Document, MetadataMode, NodeRelationship, TextNode
 from llama_index.core.utils import get_tokenizer, get_tqdm_iterable
 
+from litrag.segment import prompts
 from litrag.segment.cache import ResponseCache
 from litrag.segment.llm_calls import LLMCaller, Sampling, llm_identity
 from litrag.segment.llm_segmenters import OFFLINE, LitSeg, LitSegLite, UnitResult
@@ -131,6 +132,11 @@ class LitSegNodeParser(NodeParser):
     prompt_version: str = Field(
         default=PROMPT_VERSION, description="Version of the segmentation prompts (cache key)."
     )
+    prompt_variant: str = Field(
+        default="full",
+        description="LitSeg-Lite's prompt: 'full', or an ablation of the paper's Appendix D.4: "
+        "'no-events', 'no-threads', 'no-turning-points', 'no-theory'.",
+    )
     max_unit_words: int = Field(
         default=25_000,
         gt=0,
@@ -197,6 +203,10 @@ class LitSegNodeParser(NodeParser):
             segmenter = "litseg-lite" if llm is not None else "offline"
         if segmenter != "offline" and llm is None:
             raise ValueError(f"segmenter={segmenter!r} needs an llm")
+        variant = kwargs.get("prompt_variant", "full")
+        prompts.lite_system(variant)  # an unknown variant is a ValueError naming the known ones
+        if variant != "full" and segmenter != "litseg-lite":
+            raise ValueError(f"prompt_variant={variant!r} is a LitSeg-Lite ablation")
         super().__init__(
             llm=llm,
             segmenter=segmenter,
@@ -266,8 +276,14 @@ class LitSegNodeParser(NodeParser):
         )
         caller = LLMCaller(self.llm, sampling, self.request_timeout, cache)
         caller.identity = self.llm_identity or caller.identity  # a caller's stable name wins
-        cls = LitSeg if self.segmenter == "litseg" else LitSegLite
-        return cls(caller, max_retries=self.max_retries, retry_feedback=self.retry_feedback)
+        if self.segmenter == "litseg":
+            return LitSeg(caller, max_retries=self.max_retries, retry_feedback=self.retry_feedback)
+        return LitSegLite(
+            caller,
+            max_retries=self.max_retries,
+            retry_feedback=self.retry_feedback,
+            prompt_variant=self.prompt_variant,
+        )
 
     @staticmethod
     def _local(part: _Part, result: UnitResult) -> UnitResult:

@@ -13,7 +13,7 @@ from litrag.segment.sentences import Sentence
 
 PROMPT_VERSION = "litseg-prompts-1"
 
-_ROLE = """\
+_ROLE_HEAD = """\
 # Role
 You are a literary editor and narratologist. You cut chapters of fiction into self-contained plot \
 blocks that a reader can understand on their own, and you answer in strict JSON.
@@ -31,15 +31,22 @@ starts at 1; the last block ends at the last index.
 6. context_idx lists sentences outside a block's range that the block needs to be understood (an \
 antecedent, a setup). A sentence may never appear only in context_idx.
 
-# Narratological workflow
+# Narratological workflow"""
+
+_STEP1 = """\
 Step 1, events: keep dynamic events only: changes of state (physical or mental) and process events \
 (acts, speech, thought, feeling). Drop static descriptions, portraits, generic statements, \
 counterfactuals and questions. For a doubtful paragraph, count its narrative features (situation, \
-agent, sequence of actions, object, place, time, reason): the more it has, the more it is an event.
+agent, sequence of actions, object, place, time, reason): the more it has, the more it is an \
+event."""
+
+_STEP2 = """\
 Step 2, threads: group events by unity of action (one complete core action, not one character); \
 link events that unfold the same secret; keep parallel and minor threads separate (A1 B1 A2 B2); \
 mark each thread's level: extradiegetic (frame), intradiegetic (main plot) or metadiegetic (a \
-story told inside the story); note each thread's shifts of time, place and perspective.
+story told inside the story); note each thread's shifts of time, place and perspective."""
+
+_STEP3 = """\
 Step 3, turning points and cuts: cut at the transitions of the tension arc (opportunity, change of \
 plans, point of no return, setback or reversal, climax and recognition, aftermath); at clear leaps \
 of time, place or perspective, and at switches between threads or narrative levels; where a \
@@ -47,6 +54,8 @@ situation moves to a new equilibrium or an action's outcome is revealed. Then pl
 exactly: never inside a tightly bound run (question and answer, attack and defence, a chain of \
 pronouns, an immediate reaction); cut right before the sentence that can stand alone and opens a \
 new topic, phase or action."""
+
+_ROLE = "\n".join((_ROLE_HEAD, _STEP1, _STEP2, _STEP3))
 
 LITE_SYSTEM = (
     _ROLE
@@ -62,6 +71,82 @@ Run all three steps internally, then answer with STRICT JSON only (no markdown) 
                          "context_idx": []}]}}
 from_idx and to_idx are integers; context_idx is a list of integers (may be empty)."""
 )
+
+# The ablations of the paper's Appendix D.4, as single-stage variants: LitSeg-Lite's prompt with one
+# theory step removed (its JSON field goes too), or with no narratology at all.
+_SEGMENTS_SHAPE = """"segments": [{"subtitle": "short subtitle", "from_idx": 1, "to_idx": 12,
+                         "context_idx": []}]"""
+_TASK = """
+
+# Task
+Run {steps} internally, then answer with STRICT JSON only (no markdown) in this shape:
+{shape}
+from_idx and to_idx are integers; context_idx is a list of integers (may be empty)."""
+_STEP3_PLAIN = "Step 3, cuts: use the results of the earlier steps to cut the text directly."
+_GENERIC_ROLE = _ROLE_HEAD.split("# Constraints")[1].split("# Narratological workflow")[0]
+
+
+def _variant(head: str, steps: tuple[str, ...], which: str, shape: str) -> str:
+    return "\n".join((head, *steps)) + _TASK.format(steps=which, shape=shape)
+
+
+LITE_VARIANTS: dict[str, str] = {
+    "full": LITE_SYSTEM,
+    # w/o Theo.S.1: no event extraction
+    "no-events": _variant(
+        _ROLE_HEAD,
+        (_STEP2.replace("group events", "group the chapter's actions"), _STEP3),
+        "Steps 2 and 3",
+        '{"step2": {"step_2_threads": "the narrative threads and their levels, briefly"},\n'
+        ' "step3": {"chapter_title": "title or identifier of the chapter",\n'
+        '           "step_3_turning_points": [{"type": "kind of turning point", '
+        '"description": "why"}],\n           ' + _SEGMENTS_SHAPE + "}}",
+    ),
+    # w/o Theo.S.2: no narrative threads
+    "no-threads": _variant(
+        _ROLE_HEAD,
+        (
+            _STEP1,
+            _STEP3.replace("switches between threads or narrative levels", "switches of focus"),
+        ),
+        "Steps 1 and 3",
+        '{"step1": {"step_1_events": "the core dynamic events, briefly"},\n'
+        ' "step3": {"chapter_title": "title or identifier of the chapter",\n'
+        '           "step_3_turning_points": [{"type": "kind of turning point", '
+        '"description": "why"}],\n           ' + _SEGMENTS_SHAPE + "}}",
+    ),
+    # w/o Theo.S.3: no turning points; the cut follows steps 1 and 2 directly
+    "no-turning-points": _variant(
+        _ROLE_HEAD,
+        (_STEP1, _STEP2, _STEP3_PLAIN),
+        "all three steps",
+        '{"step1": {"step_1_events": "the core dynamic events, briefly"},\n'
+        ' "step2": {"step_2_threads": "the narrative threads and their levels, briefly"},\n'
+        ' "step3": {"chapter_title": "title or identifier of the chapter",\n'
+        "           " + _SEGMENTS_SHAPE + "}}",
+    ),
+    # w/o Theory: a generic semantic segmentation prompt, the same constraints and indices
+    "no-theory": (
+        "# Role\nYou split texts into segments by their semantic content, so that each segment "
+        "can be read and understood on its own, and you answer in strict JSON.\n\n# Constraints"
+        + _GENERIC_ROLE.rstrip()
+        + _TASK.format(
+            steps="the segmentation",
+            shape='{"chapter_title": "title or identifier of the text",\n ' + _SEGMENTS_SHAPE + "}",
+        )
+    ),
+}
+
+
+def lite_system(variant: str = "full") -> str:
+    """LitSeg-Lite's system prompt, or one of the paper's ablation variants (``LITE_VARIANTS``)."""
+    try:
+        return LITE_VARIANTS[variant]
+    except KeyError:
+        raise ValueError(
+            f"unknown prompt variant {variant!r}: use one of {', '.join(LITE_VARIANTS)}"
+        ) from None
+
 
 LITE_USER = """\
 [Chapter: {title}]
