@@ -49,8 +49,11 @@ def ingest(folder: Path, prefetch: bool) -> dict:
     lib.prefetch = prefetch
     t_open = time.perf_counter() - t0
     t1 = time.perf_counter()
+    ru = resource.getrusage(resource.RUSAGE_SELF)
     report = lib.ingest([folder])
     wall = time.perf_counter() - t1
+    ru2 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = ru2.ru_utime + ru2.ru_stime - ru.ru_utime - ru.ru_stime
     books = {b.book_id: b for b in lib.books()}
     lib.store.close()
     return {
@@ -59,6 +62,7 @@ def ingest(folder: Path, prefetch: bool) -> dict:
         "nodes": sum(b.nodes for b in books.values()),
         "open_s": round(t_open, 1),
         "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),  # all threads: on a shared machine, steadier than wall time
         "optimize_s": report.optimize_s,
         "per_book": {
             k: {**report.seconds[k], "nodes": books[k].nodes, "chapter_count": books[k].chapters}
@@ -121,8 +125,9 @@ def stage_totals(r: dict) -> dict[str, float]:
 def print_run(name: str, r: dict, per_book: bool) -> None:
     tot = stage_totals(r)
     print(
-        f"\n{name}: {r['books']} books, {r['nodes']} blocks, wall {r['wall_s']} s "
-        f"(+ model load {r['open_s']} s), peak RSS {r['peak_rss_mb']} MiB, store on disk "
+        f"\n{name}: {r['books']} books, {r['nodes']} blocks, wall {r['wall_s']} s, CPU "
+        f"{r.get('cpu_s', '?')} s (+ model load {r['open_s']} s), peak RSS {r['peak_rss_mb']} MiB, "
+        "store on disk "
         f"{r['store_mb']} MB (docstore {r['docstore_mb']} MB, cache {r['cache_mb']} MB), "
         f"failed {r['failed']}"
     )
