@@ -190,7 +190,7 @@ def main() -> None:
         out = retrieval_mrr(path, f"onnxruntime-{args.mrr}", args.work / "eval-cache", args.data)
         text = json.dumps(out, indent=1, default=str)
         for c in out["chunkers"]:
-            mrr = {m: round(v.get("mrr", float("nan")), 4) for m, v in c["modes"].items()}
+            mrr = {m: round(v["over_questions"].get("MRR", -1), 4) for m, v in c["modes"].items()}
             print(f"{c['label']}: {c['chunks']} chunks, MRR {mrr}; embed {out['embed_seconds']} s")
         if args.json_out:
             args.json_out.write_text(text)

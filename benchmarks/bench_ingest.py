@@ -3,6 +3,7 @@
     python benchmarks/bench_ingest.py                         # the six books
     python benchmarks/bench_ingest.py --library 100           # and the six under 100 ebook ids
     python benchmarks/bench_ingest.py --library 100 --chapters 2 --skip-six   # shorter books
+    python benchmarks/bench_ingest.py --library 100 --words 500 --skip-six    # per-book overheads
     python benchmarks/bench_ingest.py --no-prefetch           # segmentation not run ahead
 
 Each run is a fresh LITRAG_HOME in a temporary folder, in a child process (its peak RSS is the
@@ -75,9 +76,10 @@ def ingest(folder: Path, prefetch: bool) -> dict:
     }
 
 
-def library(dest: Path, n_books: int, chapters: int | None) -> Path:
+def library(dest: Path, n_books: int, chapters: int | None, words: int | None = None) -> Path:
     """``n_books`` books: the six shared ones in turn, each copy under a new ebook number;
-    with ``chapters``, each cut to its first ``chapters`` chapters."""
+    with ``chapters``, each cut to its first ``chapters`` chapters; with ``words``, to the
+    paragraphs of about its first ``words`` words (one chapter)."""
     from litrag.ingestion.chapters import detect_units
     from litrag.ingestion.gutenberg import load_book
 
@@ -88,7 +90,19 @@ def library(dest: Path, n_books: int, chapters: int | None) -> Path:
         copy = k // len(files)
         book = load_book(src)
         new_id = book.ebook_id if copy == 0 else book.ebook_id * 1000 + copy
-        if chapters is None:
+        if words is not None:
+            paras, n = [], 0
+            for para in book.text.split("\n\n"):
+                paras.append(para)
+                n += len(para.split())
+                if n >= words:
+                    break
+            text = (
+                HEADER.format(title=book.title, author=book.author, id=new_id)
+                + "\n\n".join(paras)
+                + FOOTER.format(id=new_id)
+            )
+        elif chapters is None:
             raw = src.read_bytes().decode(book.encoding)
             if copy:
                 raw = re.sub(
@@ -172,6 +186,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--library", type=int, help="also a library of this many books (e.g. 100)")
     p.add_argument("--chapters", type=int, help="cut each library book to its first N chapters")
+    p.add_argument("--words", type=int, help="cut each library book to about its first N words")
     p.add_argument("--skip-six", action="store_true", help="only the --library run")
     p.add_argument("--no-prefetch", action="store_true", help="segment each book in turn")
     p.add_argument("--json-out", type=Path, help="write the raw figures here")
@@ -184,9 +199,10 @@ def main() -> None:
         results["six"] = r
         print_run("six books", r, per_book=True)
     if args.library:
-        r = run_child(library(tmp / "big", args.library, args.chapters), prefetch)
+        r = run_child(library(tmp / "big", args.library, args.chapters, args.words), prefetch)
         results["library"] = r
         cut = f", each cut to {args.chapters} chapters" if args.chapters else ""
+        cut = f", each cut to about {args.words} words" if args.words else cut
         print_run(f"{args.library}-book library (the six under new ebook ids{cut})", r, False)
         flatness(r)
     if args.json_out:

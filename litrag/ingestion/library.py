@@ -413,7 +413,7 @@ class Library:
         self._drop_nodes(book_id)
         rec.status = "ingesting"
         self._save_record(rec)
-        self._ingest_one(src, IngestReport(), False, say)
+        self._ingest_one(src, IngestReport(), False, say, rec.catalog or None)
         return None
 
     def reembed(self, book_id: str) -> int:
