@@ -69,15 +69,23 @@ def build_library(s: Settings) -> Any:
     embed = build_embed_model(s)
     parser = build_parser(s, build_llm(s))
     dim = len(embed.get_text_embedding("dimension probe"))
+    windows = SentenceWindowEncoder(embed.get_text_embedding_batch)
     store = make_vector_store(
         s.home,
         s.collection,
         dense_dim=dim,
         url=s.qdrant_url,
         api_key=s.qdrant_api_key,
-        window_doc_fn=SentenceWindowEncoder(embed.get_text_embedding_batch),
+        window_doc_fn=windows,
     )
-    return Library(s.home, store, embed, parser, max_bytes=int(s.max_mb * 1024 * 1024))
+    return Library(
+        s.home,
+        store,
+        embed,
+        parser,
+        max_bytes=int(s.max_mb * 1024 * 1024),
+        window_encoder=windows,
+    )
 
 
 # ------------------------------------------------------------------------------ answering

@@ -7,6 +7,7 @@ mean-pools them, so every sentence of a block reaches its vector.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -165,6 +166,7 @@ class SentenceWindowEncoder:
         self.embed = embed
         self.size = size
         self.stride = stride
+        self.seconds = 0.0  # spent embedding windows, for an ingest's per-stage figures
 
     def windows(self, text: str) -> list[str]:
         """Windows of ``size`` sentences every ``stride``; the last one always ends the text."""
@@ -176,9 +178,11 @@ class SentenceWindowEncoder:
         return f"each chunk's {self.size}-sentence windows (stride {self.stride}), MaxSim"
 
     def __call__(self, texts: Sequence[str]) -> list[Sequence[Sequence[float]]]:
+        t0 = time.perf_counter()
         per_text = [self.windows(t) for t in texts]
         flat = [w for ws in per_text for w in ws]
         vecs = list(self.embed(flat)) if flat else []  # the store converts to floats once
+        self.seconds += time.perf_counter() - t0
         out, at = [], 0
         for ws in per_text:
             out.append(vecs[at : at + len(ws)])

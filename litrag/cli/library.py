@@ -12,13 +12,116 @@ from litrag.cli.common import add_backend_flag, settings_from_args
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    from litrag.builders import build_library
+    from litrag.ingestion.catalog import CatalogError
     from litrag.ingestion.library import Library
+
+    s = settings_from_args(args)
+    records = Library.read_registry(s.home)  # a damaged registry stops here, in one line
+    try:
+        chosen = _choose_books(args)
+    except CatalogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if chosen is None:  # plain files and folders: the library discovers them itself
+        return _run_ingest(args, s, list(args.paths), None, [])
+    scan, selection = chosen
+    _err(f"found {scan.summary()}; {selection.summary()}")
+    if args.dry_run:
+        _dry_run(selection, records)
+        return 0 if selection.books else 1
+    if not selection.books:
+        print("error: no book matches the filters: nothing to ingest", file=sys.stderr)
+        return 1
+    rows = {str(b.path): e.as_record() for b, e in selection.books if e is not None}
+    return _run_ingest(args, s, [b.path for b, _ in selection.books], rows, scan.failed)
+
+
+def _err(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _choose_books(args: argparse.Namespace) -> tuple[Any, Any] | None:
+    """(scan, selection) when a catalog, a filter or a dry run asks for one, else None."""
+    from litrag.ingestion.catalog import BookFilter, Catalog, CatalogError, select
+    from litrag.ingestion.mirror import discover
+
+    ids: list[int] = []
+    for part in (args.ids or "").split(","):
+        if part.strip():
+            if not part.strip().removeprefix("pg").isdigit():
+                raise CatalogError(f"--ids takes ebook numbers like 11,84,1342, got {part!r}")
+            ids.append(int(part.strip().removeprefix("pg")))
+    if args.limit is not None and args.limit < 1:
+        raise CatalogError(f"--limit must be at least 1, got {args.limit}")
+    languages = [x.strip() for x in (args.language or "").split(",") if x.strip()]
+    flt = BookFilter(
+        language=languages,
+        bookshelf=args.bookshelf,
+        subject=args.subject,
+        author=args.author,
+        ids=ids,
+        limit=args.limit,
+    )
+    wanted = args.catalog or args.dry_run or ids or args.limit or flt.needs_catalog
+    catalog = Catalog.from_csv(args.catalog) if args.catalog else Catalog.find(args.paths)
+    if not wanted and catalog is None:
+        return None
+    scan = discover(args.paths)
+    return scan, select(scan.books, catalog, flt)
+
+
+def _dry_run(selection: Any, records: list[Any]) -> None:
+    """What would be ingested, and how long it would take at this library's own pace."""
+    from litrag.ingestion.catalog import DEFAULT_SECONDS_PER_MB, text_bytes
+
+    rate, basis = DEFAULT_SECONDS_PER_MB, "the six shared books on 2 cores"
+    done = [
+        (sum(r.seconds.values()), text_bytes(Path(r.source)))
+        for r in records
+        if r.status == "complete" and r.seconds and r.source and Path(r.source).is_file()
+    ]
+    if sum(b for _, b in done) > 100_000:
+        rate = sum(t for t, _ in done) / (sum(b for _, b in done) / 1e6)
+        basis = f"this library's {len(done)} ingested books"
+    total_bytes = 0
+    print("ebook  version  size KB  title / author  (file)")
+    for book, entry in selection.books:
+        size = text_bytes(book.path)
+        total_bytes += size
+        title = entry.title if entry else book.path.name
+        author = (entry.author or "") if entry else ""
+        number = str(book.ebook_id) if book.ebook_id is not None else "-"
+        lang = f" [{','.join(entry.languages)}]" if entry and entry.languages else ""
+        print(
+            f"{number:>6}  {book.variant:<7}  {size / 1000:>7.0f}  {title}"
+            f"{' / ' + author if author else ''}{lang}  ({book.path})"
+        )
+    secs = total_bytes / 1e6 * rate
+    print(
+        f"would ingest {len(selection.books)} books ({total_bytes / 1e6:.1f} MB of text): about "
+        f"{_duration(secs)} at {rate:.0f} s per MB (from {basis}); nothing was ingested"
+    )
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
+def _run_ingest(
+    args: argparse.Namespace,
+    s: Any,
+    paths: list[Any],
+    rows: dict[str, dict[str, Any]] | None,
+    failed: list[tuple[str, str]],
+) -> int:
+    from litrag.builders import build_library
     from litrag.query.edge_store import StoreLockedError
     from litrag.query.stores import store_description
 
-    s = settings_from_args(args)
-    Library.read_registry(s.home)  # a damaged registry stops here, in one line
     print(f"library: {s.home} ({store_description(s.qdrant_url)})", file=sys.stderr)
     try:
         library = build_library(s)
@@ -27,8 +130,12 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         return 2
     try:
         report = library.ingest(
-            args.paths, show_progress=not args.quiet, on_event=lambda m: print(m, file=sys.stderr)
+            paths,
+            show_progress=not args.quiet,
+            on_event=lambda m: print(m, file=sys.stderr),
+            catalog_rows=rows,
         )
+        report.failed[:0] = failed
     except KeyboardInterrupt:
         lead = "" if args.quiet else "\n"  # past the progress bar
         print(
@@ -41,6 +148,8 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
             library.store.close()  # flushed: every batch stored so far is kept
     for book_id, secs in report.seconds.items():
         print(f"{book_id}: " + ", ".join(f"{k} {v:.1f}s" for k, v in secs.items()))
+    if report.optimize_s:
+        print(f"optimize {report.optimize_s:.1f}s")
     print(
         f"ingested {len(report.ingested)}, unchanged {len(report.unchanged)}, "
         f"failed {len(report.failed)}"
@@ -75,12 +184,42 @@ def _cmd_books(args: argparse.Namespace) -> int:
     return _books_table(args, s, rows)
 
 
+def _matching(args: argparse.Namespace, rows: list[Any]) -> list[Any]:
+    """The books ``--author`` and ``--search`` (id, title or author; any case) leave."""
+    author = (args.author or "").lower()
+    words = (args.search or "").lower().split()
+    out = []
+    for r in rows:
+        if author and author not in (r.author or "").lower():
+            continue
+        hay = f"{r.book_id} {r.title} {r.author or ''}".lower()
+        if words and not all(w in hay for w in words):
+            continue
+        out.append(r)
+    return out
+
+
 def _books_table(args: argparse.Namespace, s: Any, rows: list[Any]) -> int:
+    paged = not args.json or args.page is not None or args.per_page is not None
+    page, per_page = args.page or 1, args.per_page or 50
+    if page < 1 or per_page < 1:
+        print("error: --page and --per-page must be at least 1", file=sys.stderr)
+        return 2
+    total = len(rows)
+    rows = sorted(_matching(args, rows), key=_book_order)
+    matched = len(rows)
+    pages = max((matched + per_page - 1) // per_page, 1)
+    if paged:
+        rows = rows[(page - 1) * per_page : page * per_page]
     if args.json:
         print(json.dumps([r.__dict__ for r in rows], indent=2, ensure_ascii=False))
         return 0
-    if not rows:
+    if not total:
         print(f"no books in {s.home}; add some with: litrag ingest BOOK.txt")
+        return 0
+    if not rows:
+        what = "no book matches" if not matched else f"no page {page} (of {pages})"
+        print(f"{what}; the library holds {total} books")
         return 0
     head = ("id", "title", "author", "chapters", "nodes", "segmenter", "ingested at")
     table = [
@@ -98,7 +237,16 @@ def _books_table(args: argparse.Namespace, s: Any, rows: list[Any]) -> int:
     widths = [min(max(len(x[i]) for x in [head, *table]), 40) for i in range(len(head))]
     for row in [head, *table]:
         print("  ".join(cell[:40].ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    if pages > 1 or matched < total:
+        more = f"; --page {page + 1} for more" if page < pages else ""
+        print(f"page {page} of {pages}: {matched} of {total} books match{more}")
     return 0
+
+
+def _book_order(record: Any) -> tuple[Any, ...]:
+    """pg11 before pg84 before pg1342; other ids after, by name."""
+    digits = record.book_id.removeprefix("pg")
+    return (0, int(digits), "") if digits.isdigit() else (1, 0, record.book_id)
 
 
 def _cmd_remove(args: argparse.Namespace) -> int:
@@ -183,10 +331,31 @@ def add_parsers(sub: Any) -> None:
     add_backend_flag(ing)
     ing.add_argument("--max-mb", type=float, help="refuse books larger than this (default 16)")
     ing.add_argument("-q", "--quiet", action="store_true")
+    mir = ing.add_argument_group(
+        "a Gutenberg mirror",
+        "PATHS may be a mirror's root (1/2/3/4/12345/12345-0.txt, .zip, cache/epub/N/pgN.txt): "
+        "one version per ebook (UTF-8, then Latin-1, then ASCII), non-book files skipped",
+    )
+    mir.add_argument(
+        "--catalog", type=Path, help="pg_catalog.csv (default: one at a mirror root, if any)"
+    )
+    mir.add_argument("--language", help="catalog language codes, e.g. en or en,fr")
+    mir.add_argument("--bookshelf", help="catalog bookshelf containing this, e.g. Adventure")
+    mir.add_argument("--subject", help="catalog subject containing this, e.g. 'Sea stories'")
+    mir.add_argument("--author", help="catalog author containing this, e.g. Austen")
+    mir.add_argument("--ids", help="ebook numbers, e.g. 11,84,1342")
+    mir.add_argument("--limit", type=int, help="at most this many books (after the filters)")
+    mir.add_argument(
+        "--dry-run", action="store_true", help="list what would be ingested and how long"
+    )
     ing.set_defaults(func=_cmd_ingest)
 
     bks = sub.add_parser("books", help="list the books in the library")
     bks.add_argument("--json", action="store_true")
+    bks.add_argument("--author", help="books whose author contains this (any case)")
+    bks.add_argument("--search", help="books whose id, title or author hold these words")
+    bks.add_argument("--page", type=int, help="page of the list, sorted by ebook number (1)")
+    bks.add_argument("--per-page", type=int, help="books per page (default 50; --json: all)")
     bks.set_defaults(func=_cmd_books)
 
     rem = sub.add_parser("remove", help="remove a book from the library")

@@ -135,7 +135,12 @@ def _read_bytes(p: Path, max_bytes: int) -> bytes:
                 f"file is {size:,} bytes, over the max_bytes limit of {max_bytes:,} bytes; "
                 "raise the limit with `litrag ingest --max-mb` (or load_book(max_bytes=...))",
             )
-        data = p.read_bytes()
+        if p.suffix.lower() == ".zip":  # a mirror's 12345-0.zip: its text, read in place
+            from litrag.ingestion.mirror import read_zip_text
+
+            data = read_zip_text(p, max_bytes)
+        else:
+            data = p.read_bytes()
     except FileNotFoundError:
         raise BookLoadError(p, "no such file") from None
     except OSError as e:

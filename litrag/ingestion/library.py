@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 import traceback
 import uuid
@@ -35,8 +36,10 @@ from llama_index.core.vector_stores.types import (
 from tqdm.auto import tqdm
 
 from litrag.ingestion.chapters import split_chapters
-from litrag.ingestion.gutenberg import DEFAULT_MAX_BYTES, BookLoadError, iter_book_files, load_book
+from litrag.ingestion.gutenberg import DEFAULT_MAX_BYTES, BookLoadError, load_book
 from litrag.ingestion.integrity import REPAIR, LibraryDamagedError, Problem, count_points, read_json
+from litrag.ingestion.mirror import discover
+from litrag.ingestion.prefetch import Prefetched, Prefetcher
 from litrag.segment import LitSegNodeParser
 
 _NODE_NAMESPACE = uuid.UUID("6f1c2a52-5b1e-4c55-9d7c-6d1f2b8e7a10")
@@ -62,6 +65,7 @@ class BookRecord:
     status: str = "ingesting"  # "ingesting" until the last batch is stored, then "complete"
     ingested_at: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
+    catalog: dict[str, Any] = field(default_factory=dict)  # its pg_catalog.csv row, if given
 
 
 @dataclass
@@ -72,6 +76,9 @@ class IngestReport:
     unchanged: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)  # (path, one-line reason)
     seconds: dict[str, dict[str, float]] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)  # kind -> files not book texts
+    duplicates: int = 0  # other versions of an ebook already chosen (mirror variants)
+    optimize_s: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -89,6 +96,8 @@ class Library:
         parser: LitSegNodeParser | None = None,
         batch_chapters: int = 8,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        window_encoder: Any = None,
+        prefetch: bool = True,
     ) -> None:
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
@@ -99,6 +108,12 @@ class Library:
             parser.id_func = node_id_for
         self.batch_chapters = batch_chapters
         self.max_bytes = max_bytes
+        # The store's SentenceWindowEncoder, when it has one: its clock splits "embed windows"
+        # from "embed blocks" in the per-stage seconds.
+        self.window_encoder = window_encoder
+        # Load, chapters and segmentation of the next book run beside the current one's
+        # embedding (a thread; their results reach the pipeline through its cache).
+        self.prefetch = prefetch
         self._registry_path = self.home / "books.json"
         self._docstore_path = self.home / "docstore.json"
         self._cache_path = self.home / "cache" / "ingestion.json"
@@ -175,23 +190,50 @@ class Library:
         paths: Iterable[str | os.PathLike[str]],
         show_progress: bool = False,
         on_event: Callable[[str], None] | None = None,
+        catalog_rows: dict[str, dict[str, Any]] | None = None,
     ) -> IngestReport:
-        """Ingest files or folders of .txt books; one failing book never stops the others."""
+        """Ingest books: files, folders or a Gutenberg mirror (``mirror.discover``: one version
+        per ebook, .zip read in place, non-book files skipped and counted); one failing book
+        never stops the others. ``catalog_rows`` maps a file (as given) to its catalog row."""
         if self.parser is None or self.embed_model is None:
             raise ValueError("this Library was opened without a parser and embedder: read-only")
         report = IngestReport()
         say = on_event or (lambda _msg: None)
-        files: list[Path] = []
-        for path in paths:
-            try:
-                files.extend(iter_book_files(path))
-            except BookLoadError as exc:
-                report.failed.append((str(path), str(exc)))
+        scan = discover(paths)
+        report.failed.extend(scan.failed)
+        report.skipped, report.duplicates = dict(scan.skipped), scan.duplicates
+        if scan.skipped or scan.duplicates:
+            say(f"found {scan.summary()}")
+        files = scan.files
+        rows = catalog_rows or {}
         self.completed, self.in_progress = [], None
+        ahead = Prefetcher(self._prepare, files) if self.prefetch and len(files) > 1 else None
+        try:
+            self._ingest_files(files, rows, report, show_progress, say, ahead)
+        finally:
+            if ahead is not None:
+                ahead.stop()
+        if report.ingested and hasattr(self.store, "optimize"):
+            say("building the search index")
+            t0 = time.perf_counter()
+            self.store.optimize()
+            report.optimize_s = round(time.perf_counter() - t0, 2)
+        return report
+
+    def _ingest_files(
+        self,
+        files: list[Path],
+        rows: dict[str, dict[str, Any]],
+        report: IngestReport,
+        show_progress: bool,
+        say: Callable[[str], None],
+        ahead: Prefetcher | None,
+    ) -> None:
         for i, file in enumerate(files, start=1):
             say(f"[{i}/{len(files)}] {file.name}")
             try:
-                self._ingest_one(file, report, show_progress, say)
+                ready = ahead.take(file) if ahead is not None else None
+                self._ingest_one(file, report, show_progress, say, rows.get(str(file)), ready)
             except BookLoadError as exc:
                 report.failed.append((str(file), str(exc)))
                 say(f"  failed: {exc}")
@@ -204,19 +246,52 @@ class Library:
                 (self.home / "logs").mkdir(exist_ok=True)
                 with open(self.home / "logs" / "ingest-errors.log", "a", encoding="utf-8") as fh:
                     fh.write(f"{time.ctime()} {reason}\n{traceback.format_exc()}\n")
-        if report.ingested and hasattr(self.store, "optimize"):
-            say("building the search index")
-            self.store.optimize()
-        return report
+
+    def _prepare(self, file: Path) -> Prefetched:
+        """Load, split and segment one book, off the main thread (``Prefetcher``): what the
+        pipeline would segment, keyed as its cache keys it, so the pipeline finds it there."""
+        from llama_index.core.ingestion.pipeline import get_transformation_hash
+
+        out = Prefetched(file)
+        t0 = time.perf_counter()
+        out.book = load_book(file, max_bytes=self.max_bytes)
+        t1 = time.perf_counter()
+        out.docs = split_chapters(out.book)
+        t2 = time.perf_counter()
+        old = self.book(out.book.book_id)
+        done = old is not None and old.status == "complete"
+        if not (done and old.fingerprint == self.fingerprint(out.book.text)):  # work to do
+            for start in range(0, len(out.docs), self.batch_chapters):
+                batch = out.docs[start : start + self.batch_chapters]
+                key = get_transformation_hash(batch, self.parser)
+                if self.cache.get(key) is None:
+                    out.segmented.append((key, self.parser(batch)))
+        out.seconds = {"load": t1 - t0, "chapters": t2 - t1, "segment": time.perf_counter() - t2}
+        return out
 
     def _ingest_one(
-        self, file: Path, report: IngestReport, show_progress: bool, say: Callable[[str], None]
+        self,
+        file: Path,
+        report: IngestReport,
+        show_progress: bool,
+        say: Callable[[str], None],
+        catalog_row: dict[str, Any] | None = None,
+        ready: Prefetched | None = None,
     ) -> None:
         t0 = time.perf_counter()
-        book = load_book(file, max_bytes=self.max_bytes)
-        docs = split_chapters(book)
+        if ready is not None:
+            book, docs = ready.result()  # raises what loading raised, as load_book would
+            for key, nodes in ready.segmented:  # the pipeline's cache hits for this book
+                self.cache.put(key, nodes)
+        else:
+            book = load_book(file, max_bytes=self.max_bytes)
+            t_split = time.perf_counter()
+            docs = split_chapters(book)
         self.in_progress = (book.book_id, 0, len(docs))
-        t_load = time.perf_counter() - t0
+        if ready is not None:
+            early = {k: v for k, v in ready.seconds.items()}
+        else:
+            early = {"load": t_split - t0, "chapters": time.perf_counter() - t_split}
         fp = self.fingerprint(book.text)
         old = self.book(book.book_id)
         if old is not None and old.fingerprint == fp and old.status == "complete":
@@ -224,6 +299,11 @@ class Library:
             if stored == old.nodes:
                 report.unchanged.append(book.book_id)
                 say(f"  {book.book_id} unchanged")
+                if catalog_row and old.catalog != catalog_row:  # metadata only: no re-ingest
+                    old.catalog = catalog_row
+                    old.title = catalog_row.get("title") or old.title
+                    old.author = _catalog_author(catalog_row) or old.author
+                    self._save_record(old)
                 return
             # Never "unchanged" for a book whose points are gone: ingest it again (the cache
             # gives back its segmentation and embeddings).
@@ -244,16 +324,18 @@ class Library:
             self._drop_nodes(book.book_id)
         record = BookRecord(
             book_id=book.book_id,
-            title=book.title,
-            author=book.author,
+            title=(catalog_row or {}).get("title") or book.title,
+            author=_catalog_author(catalog_row) or book.author,
             chapters=len(docs),
             nodes=0,
             segmenter=str(self.parser.segmenter),
             source=str(file),
             fingerprint=fp,
+            catalog=catalog_row or {},
         )
         self._save_record(record)
         timer = _Timer()
+        windows_before = getattr(self.window_encoder, "seconds", 0.0)
         for component in (self.parser, self.embed_model):
             component.callback_manager.add_handler(timer)
         pipeline = IngestionPipeline(
@@ -286,7 +368,13 @@ class Library:
         record.nodes = self._count_nodes(book.book_id)
         record.status = "complete"
         record.ingested_at = time.strftime("%Y-%m-%d %H:%M:%S")
-        record.seconds = {"load": round(t_load, 2), **timer.totals()}
+        windows = getattr(self.window_encoder, "seconds", 0.0) - windows_before
+        timer.add("segment", early.pop("segment", 0.0))  # done ahead, beside the last book
+        totals = timer.totals()
+        if "embed" in totals:  # the window vectors are embedded through the same model
+            totals["embed_windows"] = round(windows, 2)
+            totals["embed_blocks"] = round(max(totals.pop("embed") - windows, 0.0), 2)
+        record.seconds = {**{k: round(v, 2) for k, v in early.items()}, **totals}
         self._save_record(record)
         self.completed.append(book.book_id)
         self.in_progress = None
@@ -325,7 +413,7 @@ class Library:
         self._drop_nodes(book_id)
         rec.status = "ingesting"
         self._save_record(rec)
-        self._ingest_one(src, IngestReport(), False, say)
+        self._ingest_one(src, IngestReport(), False, say, rec.catalog or None)
         return None
 
     def reembed(self, book_id: str) -> int:
@@ -372,6 +460,16 @@ class Library:
         del rows[book_id]
         self._write_registry(rows)
         return True
+
+
+def _catalog_author(row: dict[str, Any] | None) -> str | None:
+    """A catalog row's first author as a reader writes it (``Jane Austen``)."""
+    if not row or not row.get("authors"):
+        return None
+    from litrag.ingestion.catalog import CatalogEntry
+
+    fields = {**row, **{k: tuple(v) for k, v in row.items() if isinstance(v, list)}}
+    return CatalogEntry(**fields).author
 
 
 def _read_rows(path: Path) -> dict[str, dict[str, Any]]:
@@ -434,6 +532,7 @@ class _Timer(BaseCallbackHandler):
 
     def __init__(self) -> None:
         super().__init__(event_starts_to_ignore=[], event_ends_to_ignore=[])
+        self._thread = threading.get_ident()  # the prefetch thread's events are its own
         self._open: dict[str, float] = {}
         self._totals: dict[str, float] = {}
 
@@ -445,7 +544,7 @@ class _Timer(BaseCallbackHandler):
         parent_id: str = "",
         **kwargs: Any,
     ) -> str:
-        if event_type in self._NAMES:
+        if event_type in self._NAMES and threading.get_ident() == self._thread:
             self._open[event_id] = time.perf_counter()
         return event_id
 
