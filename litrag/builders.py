@@ -77,7 +77,25 @@ def build_library(s: Settings) -> Any:
         api_key=s.qdrant_api_key,
         window_doc_fn=SentenceWindowEncoder(embed.get_text_embedding_batch),
     )
-    return Library(s.home, store, embed, parser, max_bytes=int(s.max_mb * 1024 * 1024))
+    return Library(
+        s.home,
+        store,
+        embed,
+        parser,
+        max_bytes=int(s.max_mb * 1024 * 1024),
+        characters=build_character_indexer(s),
+    )
+
+
+def build_character_indexer(s: Settings) -> Any:
+    """The ingest's character index (``litrag[narrative]``), or None where it is off or absent."""
+    from litrag.narrative import character_index_available
+
+    if not s.characters or not character_index_available():
+        return None
+    from litrag.narrative.index import CharacterIndexer
+
+    return CharacterIndexer(s.home)
 
 
 # ------------------------------------------------------------------------------ answering

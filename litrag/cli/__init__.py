@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from litrag.cli import ask, doctor, library, segment, verify
+from litrag.cli import ask, characters, doctor, library, segment, verify
 from litrag.cli import eval as evaluation
 from litrag.cli.common import BUNDLED_BOOK
 from litrag.settings import SettingsError
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         library,
         verify,
         ask,
+        characters,
         doctor,
         evaluation,
     ):  # the order of `litrag --help`

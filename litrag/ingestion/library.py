@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import DEFAULT_MAX_BYTES, BookLoadError, iter_book_files, load_book
 from litrag.ingestion.integrity import REPAIR, LibraryDamagedError, Problem, count_points, read_json
+from litrag.narrative.index import remove_index
 from litrag.segment import LitSegNodeParser
 
 _NODE_NAMESPACE = uuid.UUID("6f1c2a52-5b1e-4c55-9d7c-6d1f2b8e7a10")
@@ -89,8 +90,11 @@ class Library:
         parser: LitSegNodeParser | None = None,
         batch_chapters: int = 8,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        characters: Any | None = None,
     ) -> None:
         self.home = Path(home)
+        # litrag.narrative.index.CharacterIndexer: each block's characters in its payload.
+        self.characters = characters
         self.home.mkdir(parents=True, exist_ok=True)
         self.store = vector_store
         self.embed_model = embed_model
@@ -162,6 +166,7 @@ class Library:
             {
                 "parser": self.parser.to_dict(),
                 "embed": self.embed_model.to_dict(),
+                **({"characters": self.characters.fingerprint()} if self.characters else {}),
             },
             sort_keys=True,
             default=str,
@@ -256,8 +261,13 @@ class Library:
         timer = _Timer()
         for component in (self.parser, self.embed_model):
             component.callback_manager.add_handler(timer)
+        tagger = None
+        if self.characters:
+            t_chars = time.perf_counter()
+            tagger = self.characters.prepare(book.book_id, docs)
+            timer.add("characters", time.perf_counter() - t_chars)
         pipeline = IngestionPipeline(
-            transformations=[self.parser, self.embed_model],
+            transformations=[self.parser, *([tagger] if tagger else []), self.embed_model],
             vector_store=self.store,
             docstore=self.docstore,
             docstore_strategy=DocstoreStrategy.UPSERTS,
@@ -283,6 +293,10 @@ class Library:
             bar.close()
             for component in (self.parser, self.embed_model):
                 component.callback_manager.remove_handler(timer)
+        if self.characters:
+            t_chars = time.perf_counter()
+            self.characters.finish(book.book_id, self.store)
+            timer.add("characters", time.perf_counter() - t_chars)
         record.nodes = self._count_nodes(book.book_id)
         record.status = "complete"
         record.ingested_at = time.strftime("%Y-%m-%d %H:%M:%S")
@@ -299,6 +313,7 @@ class Library:
 
     def _drop_nodes(self, book_id: str) -> None:
         self.store.delete_nodes(filters=_book_filter(book_id))
+        remove_index(self.home, book_id)
         prefix = f"{book_id}:"
         for doc_id in list(self.docstore.get_all_document_hashes().values()):
             if str(doc_id).startswith(prefix):
