@@ -182,6 +182,21 @@ def test_import_litrag_does_not_import_spacy():
     assert out.stdout.strip() == "False"
 
 
+def test_the_chat_ui_characters_panel_keeps_to_the_spoiler_limit(wild_library):
+    pytest.importorskip("gradio")
+    from litrag.app.chat import ChatApp
+    from litrag.app.service import ChatService
+
+    lib, home, _ = wild_library
+    ui = ChatApp(ChatService(Settings(home=home), store=lib.store, embed_model=lib.embed_model))
+    early = ui.characters_markdown(["pg215"], 1)
+    assert "**Buck**" in early and "Spitz" not in early and "up to chapter 1" in early
+    whole = ui.characters_markdown(["pg215"], 3)  # the slider's right end: the whole book
+    assert "**Spitz**" in whole and "up to chapter" not in whole
+    buck = next(line for line in whole.splitlines() if line.startswith("| **Buck**"))
+    assert buck.count("`") == 2 and len(buck.split("`")[1]) == 3  # one mark per chapter
+
+
 def test_removing_the_book_removes_its_index(wild_library):
     """Last: it empties the module's library."""
     lib, home, _ = wild_library
