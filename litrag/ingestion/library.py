@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import DEFAULT_MAX_BYTES, BookLoadError, iter_book_files, load_book
 from litrag.ingestion.integrity import REPAIR, LibraryDamagedError, Problem, count_points, read_json
-from litrag.narrative.index import remove_index
+from litrag.narrative.index import index_path, remove_index
 from litrag.segment import LitSegNodeParser
 
 _NODE_NAMESPACE = uuid.UUID("6f1c2a52-5b1e-4c55-9d7c-6d1f2b8e7a10")
@@ -226,14 +226,17 @@ class Library:
         old = self.book(book.book_id)
         if old is not None and old.fingerprint == fp and old.status == "complete":
             stored = count_points(self.store, book.book_id)
-            if stored == old.nodes:
+            indexed = not self.characters or index_path(self.home, book.book_id).is_file()
+            if stored == old.nodes and indexed:
                 report.unchanged.append(book.book_id)
                 say(f"  {book.book_id} unchanged")
                 return
             # Never "unchanged" for a book whose points are gone: ingest it again (the cache
             # gives back its segmentation and embeddings).
             say(
-                f"  {book.book_id}: the store holds {stored} of its {old.nodes} blocks: "
+                f"  {book.book_id}: its character index is missing: ingesting it again"
+                if stored == old.nodes
+                else f"  {book.book_id}: the store holds {stored} of its {old.nodes} blocks: "
                 "ingesting it again"
             )
             self._drop_nodes(book.book_id)
