@@ -11,7 +11,7 @@ Built offline (no LLM) from the book's chapters:
    sensitive), so a name NER missed in one sentence is still counted there;
 4. a group is a character when the text treats it as one: it is named with a title, or NER calls
    it a person, or it speaks or acts (``said Buck``, ``Spitz sprang``), and it is rarely a place
-   (``at Netherfield``, ``in Kent``). The shares are kept in the index (``evidence``) and the
+   (``at Netherfield``, ``to Longbourn``). The shares are kept in the index (``evidence``) and the
    thresholds are below, measured on the six shared books (docs/characters.md).
 """
 
@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from llama_index.core.bridge.pydantic import BaseModel, Field
 
 from litrag.narrative.aliases import NameForm, group_forms, parse_name, slug
+from litrag.narrative.ner import Span
 
 INDEX_VERSION = 1
 MIN_MENTIONS = 3  # fewer than this in the whole book: not indexed
@@ -168,7 +169,7 @@ def _form_pattern(alias: str) -> str:
 def build_index(
     book_id: str,
     chapters: Sequence[tuple[int, str]],
-    spans: Sequence[object],
+    spans: Sequence[Span],
     model: str,
 ) -> CharacterIndex:
     """The index of ``(chapter_index, text)`` chapters from their NER ``spans``."""
@@ -179,16 +180,16 @@ def build_index(
     words = Counter(re.findall(r"[A-Za-z][A-Za-z'-]*", "\n".join(texts.values())))
     vocab = {w for w in words if w.islower()}
     for sp in spans:
-        text = texts[sp.chapter]  # type: ignore[attr-defined]
-        before = text[max(0, sp.start - 16) : sp.start]  # type: ignore[attr-defined]
+        text = texts[sp.chapter]
+        before = text[max(0, sp.start - 16) : sp.start]
         m = _TITLE_BEFORE.search(before)
-        span = _drop_opening_word(sp.text, before, vocab)  # type: ignore[attr-defined]
+        span = _drop_opening_word(sp.text, before, vocab)
         parsed = parse_name(span, m.group(1) if m else None)
         if parsed is None:
             continue
         form, title_word = parsed
         form_counts[form] += 1
-        labels[form][sp.label] += 1  # type: ignore[attr-defined]
+        labels[form][sp.label] += 1
         alias = " ".join(
             [*([_written_title(title_word)] if form.title else []), *form.given, form.surname]
         )
