@@ -85,7 +85,19 @@ def build_library(s: Settings) -> Any:
         parser,
         max_bytes=int(s.max_mb * 1024 * 1024),
         window_encoder=windows,
+        characters=build_character_indexer(s),
     )
+
+
+def build_character_indexer(s: Settings) -> Any:
+    """The ingest's character index (``litrag[narrative]``), or None where it is off or absent."""
+    from litrag.narrative import character_index_available
+
+    if not s.characters or not character_index_available():
+        return None
+    from litrag.narrative.index import CharacterIndexer
+
+    return CharacterIndexer(s.home)
 
 
 # ------------------------------------------------------------------------------ answering

@@ -65,6 +65,7 @@ ENV_VARS = {
     "llm_timeout": "LITRAG_LLM_TIMEOUT",
     "llm_context": "LITRAG_LLM_CONTEXT",
     "models_dir": "LITRAG_MODELS",
+    "characters": "LITRAG_CHARACTERS",
 }
 
 
@@ -186,6 +187,11 @@ class Settings(BaseModel):
     llm_context: int = Field(default=4096, ge=256, description="Context window, tokens.")
     models_dir: Path | None = Field(
         default=None, description="Where packaged models are assembled; None: <home>/models."
+    )
+    characters: bool = Field(
+        default=True,
+        description="Build the character index at ingest where litrag[narrative] is installed "
+        "(LITRAG_CHARACTERS).",
     )
 
     def __init__(self, names_: dict[str, str] | None = None, **data: Any) -> None:

@@ -96,6 +96,15 @@ def render_citations(answer: Answer) -> str:
     )
 
 
+def _sparkline(counts: Sequence[int]) -> str:
+    """Mentions per chapter as one line of block characters (▁ none ... █ most)."""
+    top = max(counts, default=0)
+    if not top:
+        return ""
+    marks = " ▁▂▃▄▅▆▇█"
+    return "".join(marks[0 if not n else max(1, round(8 * n / top))] for n in counts)
+
+
 def limit_text(upto: int | None) -> str:
     return f"spoiler limit: up to chapter {upto}" if upto is not None else "no spoiler limit"
 
@@ -131,6 +140,40 @@ class ChatApp:
             parts.append(f"**{_esc(titles.get(b, b))}** ({len(rows)} parts)\n\n{lines}")
         return "\n\n".join(parts)
 
+    def characters_markdown(
+        self, book_ids: Sequence[str], upto: float | None, top: int = 15
+    ) -> str:
+        """The characters a reader at the slider has met: names, aliases, first chapter, a
+        mention curve over the chapters read; nothing past the spoiler limit."""
+        if not book_ids:
+            return "*Choose a book above.*"
+        limit = self.spoiler_limit(book_ids, upto)
+        parts = []
+        for b in book_ids:
+            index = self.service.characters(b)
+            if index is None:
+                parts.append(
+                    f"**{_esc(b)}**: no character index (ingest it again with "
+                    "`litrag[narrative]` installed)."
+                )
+                continue
+            people = index.upto(limit)
+            last = max((ch for c in people for ch in c.per_chapter), default=0)
+            rows = [
+                "| character | mentions | first ch. | mentions by chapter | aliases |",
+                "|---|---|---|---|---|",
+            ]
+            for c in people[:top]:
+                curve = _sparkline([c.per_chapter.get(ch, 0) for ch in range(1, last + 1)])
+                aliases = ", ".join(_esc(a) for a in c.aliases if a != c.name)
+                rows.append(
+                    f"| **{_esc(c.name)}** | {c.mentions()} | {c.first_chapter} | `{curve}` | "
+                    f"{aliases} |"
+                )
+            cut = f" up to chapter {limit}" if limit is not None else ""
+            parts.append(f"**{_esc(b)}**: {len(people)} characters{cut}\n\n" + "\n".join(rows))
+        return "\n\n".join(parts)
+
     def spoiler_limit(self, book_ids: Sequence[str], upto: float | None) -> int | None:
         """The slider at its right end (all chapters read) means no limit."""
         if upto is None:
@@ -157,6 +200,7 @@ class ChatApp:
             gr.CheckboxGroup(choices=choices, value=first),
             gr.Slider(minimum=0, maximum=top, step=1, value=top),
             self.chapters_markdown(first),
+            self.characters_markdown(first, top),
             {**state, "upto_max": top},
         )
 
@@ -354,6 +398,10 @@ class ChatApp:
                     )
                     with gr.Accordion("Chapters", open=False):
                         chapters = gr.Markdown(self.chapters_markdown(first), elem_id="chapters")
+                    with gr.Accordion("Characters", open=False):
+                        people = gr.Markdown(
+                            self.characters_markdown(first, top), elem_id="characters"
+                        )
                     with gr.Accordion("Add books (.txt)", open=False):
                         upload = gr.File(
                             label=f"Project Gutenberg .txt files (≤ {svc.settings.max_mb:g} MB)",
@@ -399,6 +447,17 @@ class ChatApp:
                 inputs=[books, upto, state],
                 outputs=[upto, chapters, state],
                 api_name="select_books",
+            ).then(
+                self.characters_markdown,
+                inputs=[books, upto],
+                outputs=[people],
+                api_visibility="private",
+            )
+            upto.release(
+                self.characters_markdown,
+                inputs=[books, upto],
+                outputs=[people],
+                api_name="characters",
             )
             add.click(
                 self.add_books,
@@ -415,7 +474,7 @@ class ChatApp:
             demo.load(
                 self.refresh,
                 inputs=[state],
-                outputs=[books, upto, chapters, state],
+                outputs=[books, upto, chapters, people, state],
                 api_visibility="private",
             )
             gr.api(self.answer_api, api_name="answer")

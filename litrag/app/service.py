@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from litrag.builders import AnswerLLM, build_embed_model, build_parser, build_query_engine
+from litrag.builders import (
+    AnswerLLM,
+    build_character_indexer,
+    build_embed_model,
+    build_parser,
+    build_query_engine,
+)
 from litrag.embeddings import SentenceWindowEncoder
 from litrag.ingestion.library import BookRecord, IngestReport, Library
 from litrag.query.answer import CONDENSE_PROMPT, Answer, AnswerStream
@@ -119,8 +125,15 @@ class ChatService:
                     self.embed_model,
                     build_parser(self.settings),
                     max_bytes=self.max_bytes,
+                    characters=build_character_indexer(self.settings),
                 )
             return self._library
+
+    def characters(self, book_id: str) -> Any:
+        """The book's character index (``litrag.narrative``), or None where it has none."""
+        from litrag.narrative.index import load_index
+
+        return load_index(self.home, book_id)
 
     def books(self) -> list[BookRecord]:
         """Books ready to be asked (complete ingests), in registry order."""

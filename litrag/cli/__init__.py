@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from litrag.cli import ask, distill, doctor, library, segment, verify
+from litrag.cli import ask, characters, distill, doctor, library, segment, verify
 from litrag.cli import eval as evaluation
 from litrag.cli.common import BUNDLED_BOOK
 from litrag.settings import SettingsError
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         library,
         verify,
         ask,
+        characters,
         doctor,
         evaluation,
         distill,

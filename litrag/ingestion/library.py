@@ -40,6 +40,7 @@ from litrag.ingestion.gutenberg import DEFAULT_MAX_BYTES, BookLoadError, load_bo
 from litrag.ingestion.integrity import REPAIR, LibraryDamagedError, Problem, count_points, read_json
 from litrag.ingestion.mirror import discover
 from litrag.ingestion.prefetch import Prefetched, Prefetcher
+from litrag.narrative.index import index_path, remove_index
 from litrag.segment import LitSegNodeParser
 
 _NODE_NAMESPACE = uuid.UUID("6f1c2a52-5b1e-4c55-9d7c-6d1f2b8e7a10")
@@ -98,8 +99,11 @@ class Library:
         max_bytes: int = DEFAULT_MAX_BYTES,
         window_encoder: Any = None,
         prefetch: bool = True,
+        characters: Any | None = None,
     ) -> None:
         self.home = Path(home)
+        # litrag.narrative.index.CharacterIndexer: each block's characters in its payload.
+        self.characters = characters
         self.home.mkdir(parents=True, exist_ok=True)
         self.store = vector_store
         self.embed_model = embed_model
@@ -177,6 +181,7 @@ class Library:
             {
                 "parser": self.parser.to_dict(),
                 "embed": self.embed_model.to_dict(),
+                **({"characters": self.characters.fingerprint()} if self.characters else {}),
             },
             sort_keys=True,
             default=str,
@@ -296,7 +301,8 @@ class Library:
         old = self.book(book.book_id)
         if old is not None and old.fingerprint == fp and old.status == "complete":
             stored = count_points(self.store, book.book_id)
-            if stored == old.nodes:
+            indexed = not self.characters or index_path(self.home, book.book_id).is_file()
+            if stored == old.nodes and indexed:
                 report.unchanged.append(book.book_id)
                 say(f"  {book.book_id} unchanged")
                 if catalog_row and old.catalog != catalog_row:  # metadata only: no re-ingest
@@ -308,7 +314,9 @@ class Library:
             # Never "unchanged" for a book whose points are gone: ingest it again (the cache
             # gives back its segmentation and embeddings).
             say(
-                f"  {book.book_id}: the store holds {stored} of its {old.nodes} blocks: "
+                f"  {book.book_id}: its character index is missing: ingesting it again"
+                if stored == old.nodes
+                else f"  {book.book_id}: the store holds {stored} of its {old.nodes} blocks: "
                 "ingesting it again"
             )
             self._drop_nodes(book.book_id)
@@ -338,8 +346,13 @@ class Library:
         windows_before = getattr(self.window_encoder, "seconds", 0.0)
         for component in (self.parser, self.embed_model):
             component.callback_manager.add_handler(timer)
+        tagger = None
+        if self.characters:
+            t_chars = time.perf_counter()
+            tagger = self.characters.prepare(book.book_id, docs)
+            timer.add("characters", time.perf_counter() - t_chars)
         pipeline = IngestionPipeline(
-            transformations=[self.parser, self.embed_model],
+            transformations=[self.parser, *([tagger] if tagger else []), self.embed_model],
             vector_store=self.store,
             docstore=self.docstore,
             docstore_strategy=DocstoreStrategy.UPSERTS,
@@ -365,6 +378,10 @@ class Library:
             bar.close()
             for component in (self.parser, self.embed_model):
                 component.callback_manager.remove_handler(timer)
+        if self.characters:
+            t_chars = time.perf_counter()
+            self.characters.finish(book.book_id, self.store)
+            timer.add("characters", time.perf_counter() - t_chars)
         record.nodes = self._count_nodes(book.book_id)
         record.status = "complete"
         record.ingested_at = time.strftime("%Y-%m-%d %H:%M:%S")
@@ -387,6 +404,7 @@ class Library:
 
     def _drop_nodes(self, book_id: str) -> None:
         self.store.delete_nodes(filters=_book_filter(book_id))
+        remove_index(self.home, book_id)
         prefix = f"{book_id}:"
         for doc_id in list(self.docstore.get_all_document_hashes().values()):
             if str(doc_id).startswith(prefix):

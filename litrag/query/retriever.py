@@ -192,6 +192,15 @@ def book_filters(book_ids: Sequence[str], upto_chapter: SpoilerLimit = None) -> 
     return MetadataFilters(filters=parts, condition=FilterCondition.OR)
 
 
+def character_filters(filters: MetadataFilters, characters: Sequence[str]) -> MetadataFilters:
+    """``filters`` and: the block names one of ``characters`` (canonical ids of the character
+    index, payload ``characters``)."""
+    if not characters:
+        return filters
+    named = MetadataFilter(key="characters", value=list(characters), operator=FilterOperator.IN)
+    return MetadataFilters(filters=[filters, named], condition=FilterCondition.AND)
+
+
 def _chapter_at_most(n: int) -> MetadataFilter:
     return MetadataFilter(key="chapter_index", value=n, operator=FilterOperator.LTE)
 
@@ -258,8 +267,10 @@ class BookRetriever(BaseRetriever):
         books: Mapping[str, str] | None = None,
         partial_books: Mapping[str, str] | None = None,
         callback_manager: CallbackManager | None = None,
+        characters: Sequence[str] | None = None,
     ) -> None:
         super().__init__(callback_manager=callback_manager)
+        self.characters = list(characters or [])  # only blocks naming one of them
         self.vector_store = vector_store
         self.embed_model = embed_model
         self.settings = settings or RetrievalSettings.from_preset("embedded")
@@ -275,7 +286,9 @@ class BookRetriever(BaseRetriever):
         ids = [book_ids] if isinstance(book_ids, str) else list(dict.fromkeys(book_ids))
         if self.books is not None:
             check_books(ids, self.books, self.partial_books)
-        self._filters = book_filters(ids, upto_chapter)  # validates both arguments
+        self._filters = character_filters(
+            book_filters(ids, upto_chapter), getattr(self, "characters", [])
+        )  # validates both arguments
         self.book_ids = ids
         self.upto_chapter = upto_chapter
 
