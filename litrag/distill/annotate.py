@@ -28,7 +28,7 @@ from llama_index.core.llms import LLM
 from litrag.distill.config import AnnotateConfig
 from litrag.segment import prompts
 from litrag.segment.cache import ResponseCache
-from litrag.segment.llm_calls import LLMCaller, Sampling, llm_identity
+from litrag.segment.llm_calls import LLMCaller, Sampling, await_all, llm_identity
 from litrag.segment.llm_segmenters import VALID, LitSeg, UnitResult
 from litrag.segment.sentences import Sentence, split_sentences
 from litrag.segment.units import split_unit
@@ -195,17 +195,7 @@ async def arun_teacher(
             results[i] = await teacher.asegment(units[i].sentences, units[i].chapter_title)
 
     tasks = [asyncio.ensure_future(run(i)) for i in range(len(units))]
-    try:
-        if show_progress:
-            from tqdm.auto import tqdm
-
-            for fut in tqdm(asyncio.as_completed(tasks), total=len(tasks), desc="Teacher"):
-                await fut
-        else:
-            await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
+    await await_all(tasks, show_progress=show_progress, desc="Teacher")
     return [r for r in results if r is not None]
 
 

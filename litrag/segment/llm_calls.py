@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +44,24 @@ class Sampling:
     json_mode: bool = True
     max_tokens: int | None = None
     extra_body: tuple[tuple[str, Any], ...] = ()
+
+
+async def await_all(
+    tasks: Sequence[asyncio.Future[Any]], *, show_progress: bool, desc: str
+) -> None:
+    """Await every task, with a progress bar as they finish when asked; on an error (or a
+    cancel) the tasks still running are cancelled, so no call outlives its caller."""
+    try:
+        if show_progress:
+            from tqdm.auto import tqdm
+
+            for fut in tqdm(asyncio.as_completed(tasks), total=len(tasks), desc=desc):
+                await fut
+        else:
+            await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
 
 
 def llm_identity(llm: LLM) -> str:

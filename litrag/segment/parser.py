@@ -19,7 +19,7 @@ from llama_index.core.utils import get_tokenizer, get_tqdm_iterable
 
 from litrag.segment import prompts
 from litrag.segment.cache import ResponseCache
-from litrag.segment.llm_calls import LLMCaller, Sampling, llm_identity
+from litrag.segment.llm_calls import LLMCaller, Sampling, await_all, llm_identity
 from litrag.segment.llm_segmenters import OFFLINE, LitSeg, LitSegLite, UnitResult
 from litrag.segment.offline import CutCosts, OfflineSegmenter, StaticVectors, boundary_costs
 from litrag.segment.prompts import PROMPT_VERSION
@@ -352,16 +352,8 @@ class LitSegNodeParser(NodeParser):
 
         tasks = [asyncio.ensure_future(run(p)) for p in prep.parts if p.sentences]
         try:
-            if show_progress:
-                from tqdm.auto import tqdm
-
-                for fut in tqdm(asyncio.as_completed(tasks), total=len(tasks), desc="Segmenting"):
-                    await fut
-            else:
-                await asyncio.gather(*tasks)
+            await await_all(tasks, show_progress=show_progress, desc="Segmenting")
         finally:
-            for task in tasks:
-                task.cancel()
             if segmenter.caller.cache is not None:
                 segmenter.caller.cache.close()
         out = self._build(nodes, prep)
