@@ -19,6 +19,7 @@ import pytest
 from llama_index.core.callbacks import CBEventType
 from llama_index.core.callbacks.base_handler import BaseCallbackHandler
 from mirror_tree import excerpt
+from test_integrity import default_sigint
 
 from litrag.builders import build_library
 from litrag.settings import Settings
@@ -103,7 +104,14 @@ def test_ctrl_c_then_resume_ends_with_the_clean_nodes(clean, shelf, tmp_path):
     home = tmp_path / "home"
     env = {**os.environ, "LITRAG_HOME": str(home)}
     cmd = [sys.executable, "-m", "litrag.cli", "ingest", "-q", str(shelf)]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
     registry = home / "books.json"
     deadline = time.time() + 300
     while time.time() < deadline:  # Ctrl-C while the second book (pg84) is ingested

@@ -35,6 +35,13 @@ def book(books_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def default_sigint() -> None:
+    """Run in a child before exec: Ctrl-C at its default. A signal ignored in the test process
+    (something in the session may set SIGINT to SIG_IGN) would stay ignored in the child, and
+    Python then installs no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextlib.contextmanager
 def litrag_home(home: Path) -> Iterator[None]:
     """``LITRAG_HOME`` set to ``home`` for the block, then as it was (module fixtures have no
@@ -288,6 +295,7 @@ def test_ctrl_c_during_ingest_says_what_was_saved(book, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     registry = home / "books.json"
     deadline = time.time() + 300
