@@ -19,7 +19,7 @@ import pytest
 from llama_index.core.callbacks import CBEventType
 from llama_index.core.callbacks.base_handler import BaseCallbackHandler
 from mirror_tree import excerpt
-from test_integrity import default_sigint
+from test_integrity import spawn_ingest
 
 from litrag.builders import build_library
 from litrag.settings import Settings
@@ -102,16 +102,7 @@ def test_segmentation_runs_ahead_of_embedding(clean):
 def test_ctrl_c_then_resume_ends_with_the_clean_nodes(clean, shelf, tmp_path):
     clean_home, _, _ = clean
     home = tmp_path / "home"
-    env = {**os.environ, "LITRAG_HOME": str(home)}
-    cmd = [sys.executable, "-m", "litrag.cli", "ingest", "-q", str(shelf)]
-    proc = subprocess.Popen(
-        cmd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-    )
+    proc = spawn_ingest(shelf, home)
     registry = home / "books.json"
     deadline = time.time() + 300
     while time.time() < deadline:  # Ctrl-C while the second book (pg84) is ingested
@@ -131,7 +122,13 @@ def test_ctrl_c_then_resume_ends_with_the_clean_nodes(clean, shelf, tmp_path):
     rows = json.loads(registry.read_text(encoding="utf-8"))
     assert rows["pg11"]["status"] == "complete" and rows["pg84"]["status"] == "ingesting"
 
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "litrag.cli", "ingest", "-q", str(shelf)],
+        env={**os.environ, "LITRAG_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     assert "ingested 2, unchanged 1, failed 0" in done.stdout  # pg11 is not done twice
     assert "pg11 unchanged" in done.stderr

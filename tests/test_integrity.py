@@ -42,6 +42,18 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def spawn_ingest(target: Path, home: Path) -> subprocess.Popen[str]:
+    """``litrag ingest -q TARGET`` in a child process with its own home, ready for a Ctrl-C."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "litrag.cli", "ingest", "-q", str(target)],
+        env={**os.environ, "LITRAG_HOME": str(home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+
+
 @contextlib.contextmanager
 def litrag_home(home: Path) -> Iterator[None]:
     """``LITRAG_HOME`` set to ``home`` for the block, then as it was (module fixtures have no
@@ -289,14 +301,7 @@ def test_a_crash_between_the_store_write_and_the_registry_write(
 
 def test_ctrl_c_during_ingest_says_what_was_saved(book, tmp_path):
     home = tmp_path / "home"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "litrag.cli", "ingest", "-q", str(book)],
-        env={**os.environ, "LITRAG_HOME": str(home)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-    )
+    proc = spawn_ingest(book, home)
     registry = home / "books.json"
     deadline = time.time() + 300
     while time.time() < deadline and not registry.exists():  # the book is being ingested

@@ -28,7 +28,7 @@ from llama_index.core.llms import LLM
 from litrag.distill.config import AnnotateConfig
 from litrag.segment import prompts
 from litrag.segment.cache import ResponseCache
-from litrag.segment.llm_calls import LLMCaller, Sampling, await_all, llm_identity
+from litrag.segment.llm_calls import LLMCaller, await_all, llm_identity
 from litrag.segment.llm_segmenters import VALID, LitSeg, UnitResult
 from litrag.segment.sentences import Sentence, split_sentences
 from litrag.segment.units import split_unit
@@ -168,16 +168,8 @@ def teacher_caller(
     llm: LLM, cfg: AnnotateConfig, cache_dir: str | Path | None, identity: str | None = None
 ) -> LLMCaller:
     """The teacher's caller: Table 11's sampling, the reply cache under ``cache_dir``."""
-    sampling = Sampling(
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        top_k=cfg.top_k,
-        json_mode=True,
-        max_tokens=cfg.max_output_tokens or None,
-        extra_body=tuple(sorted(cfg.extra_body().items())),
-    )
     cache = ResponseCache(Path(cache_dir) / "llm_replies.sqlite") if cache_dir else None
-    caller = LLMCaller(llm, sampling, cfg.timeout, cache)
+    caller = LLMCaller(llm, cfg.sampling(), cfg.timeout, cache)
     caller.identity = identity or caller.identity
     return caller
 

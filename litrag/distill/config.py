@@ -45,6 +45,19 @@ class TeacherSampling(_Section):
             "chat_template_kwargs": {"enable_thinking": self.enable_thinking},
         }
 
+    def sampling(self) -> Any:
+        """These settings as the JSON-mode ``Sampling`` of an ``LLMCaller`` (teacher or judge)."""
+        from litrag.segment.llm_calls import Sampling
+
+        return Sampling(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            json_mode=True,
+            max_tokens=self.max_output_tokens or None,
+            extra_body=tuple(sorted(self.extra_body().items())),
+        )
+
 
 class AnnotateConfig(TeacherSampling):
     """The LitSeg teacher (Table 11) and the train / validation split."""

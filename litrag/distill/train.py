@@ -215,21 +215,13 @@ def run_grpo(
     from litrag.distill.judge import NarrativeJudge
     from litrag.distill.rewards import format_reward, narrative_reward_function
     from litrag.segment.cache import ResponseCache
-    from litrag.segment.llm_calls import LLMCaller, Sampling
+    from litrag.segment.llm_calls import LLMCaller
 
     cfg = cfg or GRPOConfigSection()
     judge_cfg = judge_cfg or JudgeConfig()
     out = Path(out_dir)
     cache = ResponseCache(Path(judge_cache_dir or out / "judge_cache") / "judge_replies.sqlite")
-    sampling = Sampling(
-        temperature=judge_cfg.temperature,
-        top_p=judge_cfg.top_p,
-        top_k=judge_cfg.top_k,
-        json_mode=True,
-        max_tokens=judge_cfg.max_output_tokens or None,
-        extra_body=tuple(sorted(judge_cfg.extra_body().items())),
-    )
-    caller = LLMCaller(judge_llm, sampling, judge_cfg.timeout, cache)
+    caller = LLMCaller(judge_llm, judge_cfg.sampling(), judge_cfg.timeout, cache)
     caller.identity = judge_identity or caller.identity
     judge = NarrativeJudge(
         caller,
