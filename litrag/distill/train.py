@@ -112,6 +112,25 @@ def _finish(trainer: Any, tokenizer: Any, out: Path, report: dict[str, Any]) -> 
     return report
 
 
+def _trainer_args(cfg: Any, out: Path, flags: dict[str, Any]) -> dict[str, Any]:
+    """The transformers TrainingArguments SFT and GRPO share (the config's _Training fields)."""
+    return {
+        "output_dir": str(out),
+        "num_train_epochs": cfg.epochs,
+        "max_steps": cfg.max_steps,
+        "learning_rate": cfg.learning_rate,
+        "per_device_train_batch_size": cfg.batch_size,
+        "gradient_accumulation_steps": cfg.gradient_accumulation,
+        "optim": _optimizer(cfg.optimizer),
+        "seed": cfg.seed,
+        "save_strategy": "steps",
+        "save_steps": cfg.save_steps,
+        "logging_steps": cfg.logging_steps,
+        "report_to": "none",
+        **flags,
+    }
+
+
 def run_sft(
     model_path: str | Path,
     data_dir: str | Path,
@@ -134,23 +153,11 @@ def run_sft(
     flags = precision_flags(cfg.precision)
     model, tokenizer = _model_and_tokenizer(model_path, flags)
     args = SFTConfig(
-        output_dir=str(out),
-        num_train_epochs=cfg.epochs,
-        max_steps=cfg.max_steps,
-        learning_rate=cfg.learning_rate,
-        per_device_train_batch_size=cfg.batch_size,
+        **_trainer_args(cfg, out, flags),
         per_device_eval_batch_size=cfg.batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation,
-        optim=_optimizer(cfg.optimizer),
-        seed=cfg.seed,
         max_length=cfg.max_length,
         assistant_only_loss=cfg.assistant_only_loss,
-        save_strategy="steps",
-        save_steps=cfg.save_steps,
-        logging_steps=cfg.logging_steps,
         eval_strategy="epoch" if val else "no",
-        report_to="none",
-        **flags,
     )
     trainer = SFTTrainer(
         model=model,
@@ -242,27 +249,15 @@ def run_grpo(
             "vllm_gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
         }
     args = GRPOConfig(
-        output_dir=str(out),
+        **_trainer_args(cfg, out, flags),
         loss_type=cfg.loss_type,
         num_generations=cfg.num_generations,
         num_iterations=cfg.num_iterations,
-        num_train_epochs=cfg.epochs,
-        max_steps=cfg.max_steps,
-        learning_rate=cfg.learning_rate,
-        per_device_train_batch_size=cfg.batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation,
         temperature=cfg.temperature,
         mask_truncated_completions=cfg.mask_truncated_completions,
         max_completion_length=cfg.max_completion_length,
         reward_weights=[cfg.format_weight, cfg.narrative_weight],
-        optim=_optimizer(cfg.optimizer),
-        seed=cfg.seed,
-        save_strategy="steps",
-        save_steps=cfg.save_steps,
-        logging_steps=cfg.logging_steps,
-        report_to="none",
         **vllm,
-        **flags,
     )
     trainer = GRPOTrainer(
         model=model,
