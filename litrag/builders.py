@@ -18,7 +18,7 @@ def build_embed_model(s: Settings) -> Any:
 
     path = minilm_path() if s.embed_model == "minilm" else Path(s.embed_model)
     try:
-        return WindowedEmbedding(path)
+        return WindowedEmbedding(path, backend=s.embed_backend, precision=s.embed_precision)
     except Exception as exc:  # a folder that is not a sentence-transformers model
         if s.embed_model == "minilm":
             raise

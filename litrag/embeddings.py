@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -69,6 +69,21 @@ class WindowedEmbedding(BaseEmbedding):
         ),
     )
     device: str = Field(default="cpu", description="torch device.")
+    backend: Literal["auto", "torch", "openvino"] = Field(
+        default="auto",
+        description=(
+            "What runs the model: 'openvino' (same vectors, about twice torch's speed on a CPU; "
+            "mean-pooled models only), 'torch' (sentence-transformers), or 'auto': openvino "
+            "where it is installed and fits the model on a CPU, else torch."
+        ),
+    )
+    precision: Literal["f32", "bf16"] = Field(
+        default="f32",
+        description=(
+            "OpenVINO's arithmetic: 'f32' gives torch's vectors (cosine 1.000000); 'bf16' is "
+            "faster again on CPUs with bfloat16 units (AVX512-BF16, AMX), cosine ~0.99998."
+        ),
+    )
     query_instruction: str = Field(
         default="", description="Prefix for queries (e.g. Qwen3-Embedding's instruction)."
     )
@@ -84,9 +99,7 @@ class WindowedEmbedding(BaseEmbedding):
         # blocks and their windows) about 1.7x faster on 2 cores (less padding), same vectors.
         kwargs.setdefault("embed_batch_size", 256)
         super().__init__(model_path=path, **kwargs)
-        from sentence_transformers import SentenceTransformer
-
-        self._model = SentenceTransformer(path, device=self.device)
+        self._model = self._load(path)
         self._tok = _hf_tokenizer(path)
         if self.window_tokens is None:
             self.window_tokens = int(self._model.max_seq_length) - 2
@@ -94,6 +107,26 @@ class WindowedEmbedding(BaseEmbedding):
     @classmethod
     def class_name(cls) -> str:
         return "WindowedEmbedding"
+
+    def resolved_backend(self) -> str:
+        """'openvino' or 'torch': what ``backend`` means for this model on this machine."""
+        if self.backend != "auto":
+            return self.backend
+        from litrag import openvino_model
+
+        fits = self.device == "cpu" and openvino_model.supports(self.model_path)
+        return "openvino" if fits and openvino_model.available() else "torch"
+
+    def _load(self, path: str) -> Any:
+        if self.resolved_backend() == "openvino":
+            from litrag.openvino_model import OpenVINOSentenceModel
+
+            if self.device != "cpu":
+                raise ValueError(f"backend 'openvino' runs on the CPU, not on {self.device!r}")
+            return OpenVINOSentenceModel(path, precision=self.precision)
+        from sentence_transformers import SentenceTransformer
+
+        return SentenceTransformer(path, device=self.device)
 
     def windows(self, text: str) -> list[str]:
         """The text itself if it fits, else overlapping slices cut at word-piece offsets."""

@@ -58,6 +58,8 @@ ENV_VARS = {
     "llm_api_key": "LITRAG_LLM_API_KEY",
     "llm_temperature": "LITRAG_LLM_TEMPERATURE",
     "embed_model": "LITRAG_EMBED_MODEL",
+    "embed_backend": "LITRAG_EMBED_BACKEND",
+    "embed_precision": "LITRAG_EMBED_PRECISION",
     "retrieval": "LITRAG_RETRIEVAL",
     "passage_order": "LITRAG_PASSAGE_ORDER",
     "focus_words": "LITRAG_FOCUS_WORDS",
@@ -150,6 +152,15 @@ class Settings(BaseModel):
     embed_model: str = Field(
         default="minilm",
         description="'minilm' (packaged) or a sentence-transformers folder (LITRAG_EMBED_MODEL).",
+    )
+    embed_backend: Literal["auto", "torch", "openvino"] = Field(
+        default="auto",
+        description="What runs the embedding model (LITRAG_EMBED_BACKEND): openvino where "
+        "installed and the model fits, else torch (see litrag.embeddings.WindowedEmbedding).",
+    )
+    embed_precision: Literal["f32", "bf16"] = Field(
+        default="f32",
+        description="OpenVINO's arithmetic (LITRAG_EMBED_PRECISION): f32 gives torch's vectors.",
     )
     segmenter: Literal["offline", "litseg-lite", "litseg"] | None = Field(
         default=None, description="None: litseg-lite when an LLM is configured, else offline."

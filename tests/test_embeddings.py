@@ -10,7 +10,7 @@ from litrag.embeddings import WindowedEmbedding, embedding_tokenizer, minilm_pat
 
 @pytest.fixture(scope="module")
 def embedder() -> WindowedEmbedding:
-    return WindowedEmbedding(embed_batch_size=8)
+    return WindowedEmbedding(embed_batch_size=8, backend="torch")
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_long_text_is_pooled_over_windows(embedder, long_passage):
 
 
 def test_query_instruction_is_prefixed():
-    e = WindowedEmbedding(query_instruction="Instruct: find\nQuery: ")
+    e = WindowedEmbedding(query_instruction="Instruct: find\nQuery: ", backend="torch")
     q = np.array(e.get_query_embedding("Who stole Buck?"))
     direct = e._model.encode(["Instruct: find\nQuery: Who stole Buck?"], normalize_embeddings=True)
     assert np.allclose(q, direct[0], atol=1e-5)
@@ -63,5 +63,5 @@ def test_batch_grouping_does_not_change_vectors(embedder, long_passage):
     words = long_passage.split()
     texts = [" ".join(words[i : i + n]) for i, n in enumerate([3, 40, 7, 300, 12, 90, 1, 55] * 3)]
     small = np.array(embedder.get_text_embedding_batch(texts))  # calls of 8 texts
-    big = WindowedEmbedding(embed_batch_size=256, encode_batch_size=5)
+    big = WindowedEmbedding(embed_batch_size=256, encode_batch_size=5, backend="torch")
     np.testing.assert_allclose(np.array(big.get_text_embedding_batch(texts)), small, atol=1e-5)

@@ -128,19 +128,26 @@ class CachedEmbedder:
 def windowed_minilm_embedder(
     cache: EmbeddingCache, model_path: str | Path | None = None, say: Say | None = None
 ) -> CachedEmbedder:
-    """The packaged MiniLM (or a sentence-transformers folder), windowed, through the cache."""
+    """The packaged MiniLM (or a sentence-transformers folder), windowed, through the cache.
+
+    The runtime follows ``LITRAG_EMBED_BACKEND`` / ``LITRAG_EMBED_PRECISION`` as an ingest does.
+    torch and OpenVINO f32 vectors agree to 1e-6 and share cache entries; bf16 ones are kept apart.
+    """
     from litrag.embeddings import minilm_path
+    from litrag.settings import Settings
 
     path = Path(model_path) if model_path else minilm_path()
     name = path.name if model_path else "all-MiniLM-L6-v2"
+    s = Settings()
 
     def load() -> Any:
         from litrag.embeddings import WindowedEmbedding
 
-        return WindowedEmbedding(path)
+        return WindowedEmbedding(path, backend=s.embed_backend, precision=s.embed_precision)
 
     # windows of the model's max length - 2 word pieces, stride 32 (WindowedEmbedding's defaults)
-    return CachedEmbedder(cache, f"{name} (windowed, stride 32)", load, say=say)
+    bf16 = ", openvino bf16" if s.embed_precision == "bf16" and s.embed_backend != "torch" else ""
+    return CachedEmbedder(cache, f"{name} (windowed, stride 32{bf16})", load, say=say)
 
 
 class CachedEmbedding(BaseEmbedding):
