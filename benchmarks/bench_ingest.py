@@ -42,6 +42,15 @@ def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file())
 
 
+def lib_backend(lib: object) -> str:
+    """What ran the embedding model (WindowedEmbedding.resolved_backend), for the record."""
+    for owner in (lib, getattr(lib, "store", None)):
+        model = getattr(owner, "embed_model", None)
+        if hasattr(model, "resolved_backend"):
+            return f"{model.resolved_backend()} {getattr(model, 'precision', '')}".strip()
+    return "?"
+
+
 def ingest(folder: Path, prefetch: bool) -> dict:
     from litrag.builders import build_library
     from litrag.settings import Settings
@@ -71,6 +80,8 @@ def ingest(folder: Path, prefetch: bool) -> dict:
             k: {**report.seconds[k], "nodes": books[k].nodes, "chapter_count": books[k].chapters}
             for k in report.ingested
         },
+        "home": str(home),  # kept, for benchmarks/bench_chat.py --home
+        "embed_backend": lib_backend(lib),
         "store_mb": round(folder_bytes(home / "index") / 1e6, 1),
         "docstore_mb": round((home / "docstore.json").stat().st_size / 1e6, 1),
         "cache_mb": round(folder_bytes(home / "cache") / 1e6, 1),
@@ -145,7 +156,7 @@ def print_run(name: str, r: dict, per_book: bool) -> None:
         f"{r.get('cpu_s', '?')} s (+ model load {r['open_s']} s), peak RSS {r['peak_rss_mb']} MiB, "
         "store on disk "
         f"{r['store_mb']} MB (docstore {r['docstore_mb']} MB, cache {r['cache_mb']} MB), "
-        f"failed {r['failed']}"
+        f"failed {r['failed']}; embedding on {r.get('embed_backend', '?')}; home {r.get('home')}"
     )
     print("| " + " | ".join(("stage", *STAGES, "optimize")) + " |")
     print("|---" * (len(STAGES) + 2) + "|")
