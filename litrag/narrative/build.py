@@ -87,9 +87,15 @@ def stored_blocks(
                 characters=tuple(names),
             )
         )
-    if max_blocks is not None:
-        out = out[:max_blocks]
+    if max_blocks is not None:  # the first blocks of each chapter
+        seen: dict[int, int] = {}
+        out = [b for b in out if seen.setdefault(b.chapter, 0) < max_blocks and _take(seen, b)]
     return out, titles
+
+
+def _take(seen: dict[int, int], block: AssetBlock) -> bool:
+    seen[block.chapter] += 1
+    return True
 
 
 def build_assets(
