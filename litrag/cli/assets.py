@@ -90,7 +90,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("book", help="book id, as `litrag books` shows it")
     p.add_argument("--chapters", help="only these chapters, e.g. 1-3,5")
     p.add_argument("--upto-chapter", type=int, help="only chapters 1..N")
-    p.add_argument("--max-blocks", type=int, help="the first N blocks of each chapter (a quick look)")
+    p.add_argument("--max-blocks", type=int, help="first N blocks of each chapter")
     p.add_argument("--llm-url", help="OpenAI-compatible endpoint, e.g. http://host:8000/v1")
     p.add_argument("--model", help="model name at --llm-url")
     add_backend_flag(p)
