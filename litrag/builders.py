@@ -86,7 +86,15 @@ def build_library(s: Settings) -> Any:
         max_bytes=int(s.max_mb * 1024 * 1024),
         window_encoder=windows,
         characters=build_character_indexer(s),
+        assets=build_asset_remover(s),
     )
+
+
+def build_asset_remover(s: Settings) -> Any:
+    """What removes a book's narrative assets with the book (its own collection and graph)."""
+    from litrag.narrative.asset_store import AssetRemover
+
+    return AssetRemover(s.home, s.collection, s.qdrant_url, s.qdrant_api_key)
 
 
 def build_character_indexer(s: Settings) -> Any:

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from litrag.cli import ask, characters, distill, doctor, library, segment, verify
+from litrag.cli import ask, assets, characters, distill, doctor, library, segment, verify
 from litrag.cli import eval as evaluation
 from litrag.cli.common import BUNDLED_BOOK
 from litrag.settings import SettingsError
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
         verify,
         ask,
         characters,
+        assets,
         doctor,
         evaluation,
         distill,

@@ -36,6 +36,8 @@ def _cmd_characters(args: argparse.Namespace) -> int:
             f"{args.book} has no character index: install it with pip install "
             f'"litrag[narrative]", then run litrag ingest {record.source or "BOOK.txt"}'
         )
+    if args.profile:
+        return _profile(s, args, index, n)
     people = index.upto(n)[: args.top]
     rows = [
         {
@@ -78,6 +80,32 @@ def _cmd_characters(args: argparse.Namespace) -> int:
     return 0
 
 
+def _profile(s: Any, args: argparse.Namespace, index: Any, n: int | None) -> int:
+    """A character's profile as of the spoiler limit, from the book's assets (``litrag assets``)."""
+    from litrag.narrative.asset_store import AssetStore, assets_collection
+    from litrag.narrative.canon import Canonicalizer
+
+    if not s.qdrant_url and not (s.home / "index" / assets_collection(s.collection)).exists():
+        return _fail(
+            f"{args.book} has no narrative assets: build them with litrag assets {args.book}"
+        )
+    cid = Canonicalizer(index).resolve(args.profile).id
+    with AssetStore.open(s.home, s.collection, url=s.qdrant_url, api_key=s.qdrant_api_key) as st:
+        node = st.profile(args.book, cid, n)
+    if node is None:
+        limit = f" up to chapter {n}" if n is not None else ""
+        return _fail(f"no profile of {args.profile!r} ({cid}){limit} in the assets of {args.book}")
+    if args.json:
+        print(json.dumps({"text": node.get_content(), **node.metadata}, indent=2))
+    else:
+        print(node.get_content())
+        print(
+            f"(sources: {len(node.metadata['source_blocks'])} blocks of chapters "
+            f"{', '.join(map(str, node.metadata['source_chapters']))})"
+        )
+    return 0
+
+
 def add_parsers(sub: Any) -> None:
     """The ``characters`` command."""
     p = sub.add_parser("characters", help="the characters of a book (offline character index)")
@@ -85,4 +113,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--upto-chapter", type=int, help="only what a reader of chapters 1-N has met")
     p.add_argument("--top", type=int, default=20, help="how many characters (default 20)")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--profile", help="this character's profile as of --upto-chapter (needs litrag assets)"
+    )
     p.set_defaults(func=_cmd_characters)

@@ -264,7 +264,9 @@ def _cmd_remove(args: argparse.Namespace) -> int:
     except StoreLockedError as exc:
         print(f"error: {_locked_message(s.home, exc)}", file=sys.stderr)
         return 2
-    Library(s.home, store).remove(args.book)
+    from litrag.builders import build_asset_remover
+
+    Library(s.home, store, assets=build_asset_remover(s)).remove(args.book)
     print(f"removed {args.book}")
     return 0
 

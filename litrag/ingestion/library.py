@@ -100,8 +100,11 @@ class Library:
         window_encoder: Any = None,
         prefetch: bool = True,
         characters: Any | None = None,
+        assets: Any | None = None,
     ) -> None:
         self.home = Path(home)
+        # litrag.narrative.asset_store.AssetRemover: a removed or replaced book loses its assets.
+        self.assets = assets
         # litrag.narrative.index.CharacterIndexer: each block's characters in its payload.
         self.characters = characters
         self.home.mkdir(parents=True, exist_ok=True)
@@ -405,6 +408,8 @@ class Library:
     def _drop_nodes(self, book_id: str) -> None:
         self.store.delete_nodes(filters=_book_filter(book_id))
         remove_index(self.home, book_id)
+        if self.assets is not None:
+            self.assets.remove(book_id)
         prefix = f"{book_id}:"
         for doc_id in list(self.docstore.get_all_document_hashes().values()):
             if str(doc_id).startswith(prefix):

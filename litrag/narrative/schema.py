@@ -1,0 +1,183 @@
+"""What one block's asset call must return, and how a reply is checked item by item.
+
+The reply is one JSON object with four lists (entities, relations, events, facts). It is read
+tolerantly (``segment.validation.extract_json``) and checked strictly: each item on its own, so
+one bad item costs that item, not the block; every name used in a relation, an event or a fact
+must be one of the block's entities. The problems found are told to the LLM on a retry; what
+survives the retries is kept item by item (``repaired``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from llama_index.core.bridge.pydantic import BaseModel, Field, ValidationError
+
+EntityType = Literal["person", "animal", "group", "place", "object"]
+EventKind = Literal["event", "interaction", "scene"]
+
+# Words a model uses for a type, mapped to the schema's (anything else is a problem).
+_TYPE_WORDS: dict[str, str] = {
+    "character": "person",
+    "human": "person",
+    "man": "person",
+    "woman": "person",
+    "people": "group",
+    "dog": "animal",
+    "creature": "animal",
+    "organization": "group",
+    "organisation": "group",
+    "family": "group",
+    "location": "place",
+    "setting": "place",
+    "thing": "object",
+    "item": "object",
+    "artifact": "object",
+}
+MAX_ENTITIES, MAX_RELATIONS, MAX_EVENTS, MAX_FACTS = 10, 8, 6, 10
+MAX_TEXT = 200  # characters of a description, fact or summary
+
+
+class Entity(BaseModel):
+    """Someone or something the passage names."""
+
+    name: str = Field(min_length=1, max_length=80, description="As the passage writes it, fullest.")
+    type: EntityType = Field(description="person, animal, group, place or object.")
+    description: str = Field(default="", max_length=MAX_TEXT, description="One short sentence.")
+
+
+class Relation(BaseModel):
+    """A binary relation between two entities of the passage."""
+
+    source: str = Field(min_length=1, max_length=80, description="An entity name.")
+    relation: str = Field(min_length=1, max_length=60, description="A short verb phrase.")
+    target: str = Field(min_length=1, max_length=80, description="An entity name.")
+
+
+class Event(BaseModel):
+    """Something that happens in the passage: an event, an interaction or a scene."""
+
+    summary: str = Field(min_length=1, max_length=MAX_TEXT, description="One sentence.")
+    kind: EventKind = Field(default="event", description="event, interaction or scene.")
+    participants: list[str] = Field(default_factory=list, description="Entity names.")
+    time: str = Field(default="", max_length=60, description="A time cue from the text, or ''.")
+
+
+class Fact(BaseModel):
+    """An atomic fact about one entity, as the passage states it."""
+
+    entity: str = Field(min_length=1, max_length=80, description="An entity name.")
+    fact: str = Field(min_length=1, max_length=MAX_TEXT, description="One short sentence.")
+
+
+class BlockExtraction(BaseModel):
+    """The assets of one block (what the LLM returns, after checking)."""
+
+    entities: list[Entity] = Field(default_factory=list, max_length=MAX_ENTITIES)
+    relations: list[Relation] = Field(default_factory=list, max_length=MAX_RELATIONS)
+    events: list[Event] = Field(default_factory=list, max_length=MAX_EVENTS)
+    facts: list[Fact] = Field(default_factory=list, max_length=MAX_FACTS)
+
+    def items(self) -> int:
+        return len(self.entities) + len(self.relations) + len(self.events) + len(self.facts)
+
+
+def response_schema() -> dict[str, Any]:
+    """The JSON schema of a reply, for servers that constrain decoding to it (llama.cpp's
+    grammar, vLLM's structured outputs): lists and strings are bounded, so a small model cannot
+    loop until ``max_tokens``."""
+    return BlockExtraction.model_json_schema()
+
+
+@dataclass
+class CheckedExtraction:
+    """The items of one reply that passed, and every problem found in the others."""
+
+    extraction: BlockExtraction = field(default_factory=BlockExtraction)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems
+
+
+def _norm(name: str) -> str:
+    return " ".join(name.replace("’", "'").split()).lower().removeprefix("the ")
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(x) for x in err.get("loc", ()))
+    return f"{where}: {err.get('msg', 'invalid')}" if where else str(err.get("msg", "invalid"))
+
+
+def _items(obj: dict[str, Any], key: str, problems: list[str], limit: int) -> list[Any]:
+    raw = obj.get(key, [])
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        problems.append(f'"{key}" must be a list')
+        return []
+    if len(raw) > limit:
+        problems.append(f'"{key}" has {len(raw)} items; at most {limit}')
+    return raw[:limit]
+
+
+def check_extraction(obj: dict[str, Any]) -> CheckedExtraction:
+    """Check one parsed reply: each item against its model, every name against the entities."""
+    out = CheckedExtraction()
+    problems = out.problems
+    known = {k: k in obj for k in ("entities", "relations", "events", "facts")}
+    if not any(known.values()):
+        problems.append('no "entities", "relations", "events" or "facts" list')
+        return out
+    names: set[str] = set()
+    for k, raw in enumerate(_items(obj, "entities", problems, MAX_ENTITIES)):
+        if isinstance(raw, dict) and isinstance(raw.get("type"), str):
+            t = raw["type"].strip().lower()
+            raw = {**raw, "type": _TYPE_WORDS.get(t, t)}
+        try:
+            ent = Entity.model_validate(raw)
+        except ValidationError as exc:
+            problems.append(f"entities[{k}]: {_first_error(exc)}")
+            continue
+        if _norm(ent.name) in names:
+            continue  # the same entity listed twice: keep the first
+        names.add(_norm(ent.name))
+        out.extraction.entities.append(ent)
+
+    def named(value: str, where: str) -> bool:
+        if _norm(value) in names:
+            return True
+        problems.append(f"{where}: {value!r} is not one of the entities")
+        return False
+
+    for k, raw in enumerate(_items(obj, "relations", problems, MAX_RELATIONS)):
+        try:
+            rel = Relation.model_validate(raw)
+        except ValidationError as exc:
+            problems.append(f"relations[{k}]: {_first_error(exc)}")
+            continue
+        ok = named(rel.source, f"relations[{k}].source")
+        if named(rel.target, f"relations[{k}].target") and ok:
+            out.extraction.relations.append(rel)
+    for k, raw in enumerate(_items(obj, "events", problems, MAX_EVENTS)):
+        if isinstance(raw, dict) and isinstance(raw.get("kind"), str):
+            raw = {**raw, "kind": raw["kind"].strip().lower()}
+        try:
+            ev = Event.model_validate(raw)
+        except ValidationError as exc:
+            problems.append(f"events[{k}]: {_first_error(exc)}")
+            continue
+        kept = [p for p in ev.participants if named(p, f"events[{k}].participants")]
+        out.extraction.events.append(ev.model_copy(update={"participants": kept}))
+    for k, raw in enumerate(_items(obj, "facts", problems, MAX_FACTS)):
+        try:
+            fact = Fact.model_validate(raw)
+        except ValidationError as exc:
+            problems.append(f"facts[{k}]: {_first_error(exc)}")
+            continue
+        if named(fact.entity, f"facts[{k}].entity"):
+            out.extraction.facts.append(fact)
+    return out
