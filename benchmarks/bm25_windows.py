@@ -98,6 +98,7 @@ def main() -> int:
         secs, n = clock[(label, (kind, w))]
         cells.append(f"{1000 * secs / max(n, 1):.1f}")
         lines.append("| " + " | ".join(cells) + " |")
+    verdict = _protocol(figs, [c for c in dict.fromkeys(label for label, _ in figs)], names)
     command = "python benchmarks/bm25_windows.py " + " ".join(sys.argv[1:])
     doc = "\n".join(
         [
@@ -117,12 +118,74 @@ def main() -> int:
             "sets (2 shared cores, nice 10).",
             "",
             *lines,
+            "",
+            "### Choice by protocol",
+            "",
+            *verdict,
         ]
     )
     print(doc)
     if args.report is not None:
         replace_section(args.report, args.section, args.title, doc)
     return 0
+
+
+Figs = dict[tuple[str, tuple[str, float]], dict[str, tuple[float, float, float]]]
+
+
+def _name(v: tuple[str, float]) -> str:
+    return "block BM25" if v[1] <= 0 else f"{v[0]} {v[1]:g}"
+
+
+def _protocol(figs: Figs, labels: list[str], names: list[str], margin: float = 0.03) -> list[str]:
+    """The variant the first chunker scores best with on one half of the public set, read on
+    the other half and every frozen set, against the second chunker under the same variant:
+    it must win on every set and half and drop from public by at most theirs + ``margin``."""
+    if len(labels) < 2:
+        return ["(needs two chunkers)"]
+    ours, ref = labels[0], labels[1]
+    variants = list(dict.fromkeys(v for _, v in figs))
+    out = []
+    for pick, col in (("A", 1), ("B", 2)):
+        best = max(variants, key=lambda v: figs[(ours, v)]["public"][col])  # first on ties
+        other = "B" if pick == "A" else "A"
+        mine, theirs = figs[(ours, best)], figs[(ref, best)]
+        views = [f"public {other} {mine['public'][3 - col]:.3f}"] + [
+            f"{n} {mine[n][0]:.3f} (A {mine[n][1]:.3f}, B {mine[n][2]:.3f})"
+            for n in names
+            if n != "public"
+        ]
+        lost = [
+            f"{n} {h}"
+            for n in names
+            for i, h in enumerate(("all", "A", "B"))
+            if mine[n][i] <= theirs[n][i]
+        ]
+        wide = [
+            n
+            for n in names
+            if n != "public"
+            and mine[n][0] - mine["public"][0] < theirs[n][0] - theirs["public"][0] - margin
+        ]
+        ranks = ", ".join(
+            f"{_name(v)} {figs[(ours, v)]['public'][col]:.3f}"
+            for v in sorted(variants, key=lambda v: -figs[(ours, v)]["public"][col])
+        )
+        won = (
+            "beats it on every set and half" if not lost else "loses or ties on " + ", ".join(lost)
+        )
+        held = (
+            f"within theirs + {margin:g} on every set"
+            if not wide
+            else "too wide on " + ", ".join(wide)
+        )
+        out.append(
+            f"- chosen on public {pick}: **{_name(best)}** ({ranks}); on the rest: "
+            + "; ".join(views)
+            + f". Against {ref} (same variant): "
+            + f"{won}; drop {held}."
+        )
+    return out
 
 
 def _variant(raw: str) -> tuple[str, float]:
