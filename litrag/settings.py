@@ -41,6 +41,7 @@ RETRIEVAL_FIELDS: dict[str, type] = {
     "sparse_top_k": int,
     "alpha": float,
     "bm25_windows": float,
+    "bm25_window_kind": str,
     "candidates": int,
     "top_k": int,
 }
@@ -288,6 +289,11 @@ def retrieval_overrides(environ: dict[str, str] | None = None) -> dict[str, Any]
         if key == "mode":
             if value not in ("hybrid", "dense", "sparse"):
                 raise SettingsError(f"{var} must be one of hybrid, dense, sparse, got {raw!r}")
+            out[key] = value
+            continue
+        if key == "bm25_window_kind":
+            if value not in ("sentences", "paragraphs"):
+                raise SettingsError(f"{var} must be one of sentences, paragraphs, got {raw!r}")
             out[key] = value
             continue
         try:

@@ -103,6 +103,7 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
             dense_vectors=args.dense_vectors,
             bm25_avg_len=args.bm25_avg_len,
             bm25_windows=args.bm25_windows,
+            bm25_window_kind=args.bm25_window_kind,
             intrinsic=not args.no_intrinsic,
             llm=setup,
             reranker=reranker,
@@ -250,6 +251,7 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
                 view=args.view,
                 dense_vectors=args.dense_vectors,
                 bm25_windows=args.bm25_windows,
+                bm25_window_kind=args.bm25_window_kind,
                 intrinsic=False,
                 say=say,
             )
@@ -273,6 +275,12 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
 BM25_WINDOWS_HELP = (
     "weight of each chunk's best 3-sentence window in its BM25 score, 0 to 1 (default: the "
     "library's, 0.3; 0: block BM25 alone)"
+)
+
+
+BM25_WINDOW_KIND_HELP = (
+    "what a chunk's best BM25 piece is: a 3-sentence window, or a paragraph child (the "
+    "paragraph chunker's <= 200-word pieces of it); default: the library's"
 )
 
 
@@ -331,6 +339,9 @@ def add_parsers(sub: Any) -> None:
     )
     er.add_argument("--bm25-avg-len", type=float, help="fixed BM25 avg_len (default: per book)")
     er.add_argument("--bm25-windows", type=_unit_float, help=BM25_WINDOWS_HELP)
+    er.add_argument(
+        "--bm25-window-kind", choices=["sentences", "paragraphs"], help=BM25_WINDOW_KIND_HELP
+    )
     er.add_argument("--no-intrinsic", action="store_true", help="skip the boundary metric")
     er.add_argument("--cache-dir", type=Path, help="default: $LITRAG_HOME/eval-cache")
     er.add_argument("--out", type=Path, help="report folder (default: $LITRAG_HOME/eval-results)")
@@ -413,6 +424,9 @@ def add_parsers(sub: Any) -> None:
     eh.add_argument("--view", choices=["embed", "text", "nosubtitle"], default="embed")
     eh.add_argument("--dense-vectors", choices=["windows", "block"], default="windows")
     eh.add_argument("--bm25-windows", type=_unit_float, help=BM25_WINDOWS_HELP)
+    eh.add_argument(
+        "--bm25-window-kind", choices=["sentences", "paragraphs"], help=BM25_WINDOW_KIND_HELP
+    )
     eh.add_argument("--cache-dir", type=Path, help="default: $LITRAG_HOME/eval-cache")
     eh.add_argument("--out", type=Path, help="report folder (default: $LITRAG_HOME/eval-results)")
     eh.add_argument("--report", type=Path, help="write into this .md as one section")

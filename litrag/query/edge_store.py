@@ -62,7 +62,7 @@ from litrag.query.edge_schema import (
     write_owner,
 )
 from litrag.query.fusion import reciprocal_rank_fusion, relative_score_fusion
-from litrag.query.window_bm25 import DEFAULT_POOL, rescore
+from litrag.query.window_bm25 import DEFAULT_POOL, WindowKind, rescore
 
 logger = logging.getLogger(__name__)
 
@@ -189,6 +189,14 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             "Weight of each candidate's best 3-sentence window in its BM25 score (window_bm25); "
             "0: the engine's block BM25 alone. A query may override it (kwargs "
             "sparse_window_weight). Needs litrag's BM25Encoder as the sparse functions."
+        ),
+    )
+    sparse_window_kind: WindowKind = Field(
+        default="sentences",
+        description=(
+            "What a candidate's best piece is: a 3-sentence window, or a paragraph child (the "
+            "paragraph chunker's <= 200-word pieces of the block). A query may override it "
+            "(kwargs sparse_window_kind)."
         ),
     )
     sparse_window_pool: int = Field(
@@ -545,9 +553,10 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         if mode == VectorStoreQueryMode.DEFAULT:
             return self._parse(self._shard.query(self._dense_request(query, flt, kwargs)))
         weight = float(kwargs.get("sparse_window_weight", self.sparse_window_weight))
+        kind = kwargs.get("sparse_window_kind", self.sparse_window_kind)
         if mode in (VectorStoreQueryMode.SPARSE, VectorStoreQueryMode.TEXT_SEARCH):
             req = self._sparse_request(query, flt, weight)
-            return self._parse(*self._windowed(query, flt, weight, self._shard.query(req)))
+            return self._parse(*self._windowed(query, flt, weight, self._shard.query(req), kind))
         if mode == VectorStoreQueryMode.HYBRID:
             dense_req = self._dense_request(query, flt, kwargs)
             sparse_req = self._sparse_request(query, flt, weight)
@@ -558,7 +567,8 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             top_k = query.hybrid_top_k or query.similarity_top_k
             seen: dict[Any, BaseNode] = {}  # a point in both lists is decoded once
             dense_res = self._parse(dense_pts, seen=seen)
-            sparse_res = self._parse(*self._windowed(query, flt, weight, sparse_pts), seen=seen)
+            windowed = self._windowed(query, flt, weight, sparse_pts, kind)
+            sparse_res = self._parse(*windowed, seen=seen)
             if self._fusion_fn is not None:
                 return self._fusion_fn(dense_res, sparse_res, alpha=alpha, top_k=top_k)
             if self.hybrid_fusion == "rrf":
@@ -586,7 +596,12 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         )
 
     def _windowed(
-        self, query: VectorStoreQuery, flt: Any, weight: float, points: Sequence[Any]
+        self,
+        query: VectorStoreQuery,
+        flt: Any,
+        weight: float,
+        points: Sequence[Any],
+        kind: WindowKind = "sentences",
     ) -> tuple[list[Any], list[float] | None]:
         """The sparse candidates re-scored by their best sentence window and cut to the asked
         length, with their new scores (see window_bm25); as they came when the weight is 0.
@@ -596,7 +611,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         limit = query.sparse_top_k or query.similarity_top_k
         idf = self._query_idf(query, flt)
         texts = [json.loads(p.payload["_node_content"]).get("text", "") for p in points]
-        ranked = rescore(texts, [float(p.score) for p in points], idf, weight)[:limit]
+        ranked = rescore(texts, [float(p.score) for p in points], idf, weight, kind=kind)[:limit]
         return [points[i] for i, _ in ranked], [score for _, score in ranked]
 
     def _query_idf(self, query: VectorStoreQuery, flt: Any) -> dict[int, float]:

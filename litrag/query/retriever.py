@@ -94,6 +94,13 @@ class RetrievalSettings(BaseModel):
             "BM25 then depends less on block length. Embedded store only (window_bm25)."
         ),
     )
+    bm25_window_kind: Literal["sentences", "paragraphs"] = Field(
+        default="sentences",
+        description=(
+            "The pieces a block's best BM25 piece is chosen from: 3-sentence windows, or the "
+            "block's paragraph children (the paragraph chunker's <= 200-word pieces of it)."
+        ),
+    )
     candidates: int | None = Field(
         default=None,
         ge=1,
@@ -140,7 +147,8 @@ class RetrievalSettings(BaseModel):
         else:
             how = f"BM25 top {self.sparse_top_k}"
         if self.mode != "dense" and self.bm25_windows > 0:
-            how += f", BM25 windows {self.bm25_windows:g}"
+            what = "windows" if self.bm25_window_kind == "sentences" else "paragraph children"
+            how += f", BM25 {what} {self.bm25_windows:g}"
         rr = f", reranked by {reranker}" if reranker else ", no reranker"
         return f"{self.preset}: {how}{rr}, top {self.top_k}"
 
@@ -332,6 +340,7 @@ class BookRetriever(BaseRetriever):
         extra = {}
         if hasattr(self.vector_store, "sparse_window_weight"):  # the Edge store re-scores
             extra["sparse_window_weight"] = self.settings.bm25_windows
+            extra["sparse_window_kind"] = self.settings.bm25_window_kind
         result = self.vector_store.query(self.vector_query(question), **extra)
         sims = result.similarities or [None] * len(result.nodes or [])
         nodes = [

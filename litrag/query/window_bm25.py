@@ -8,6 +8,13 @@ A block's sparse score becomes ``w * best_window / max + (1 - w) * block / max``
 candidates (``w`` = ``RetrievalSettings.bm25_windows``; the figures behind the default are in
 docs/results.md, "BM25 over sentence windows").
 
+Two kinds of piece (``RetrievalSettings.bm25_window_kind``): ``sentences``, 3-sentence windows
+(stride 2), as the dense side; ``paragraphs``, the block's paragraph children, the very pieces
+``paragraph_chunker`` (<= 200 words) cuts from the block's text. With children at weight 1 a
+block ranks where its best paragraph would rank once paragraphs are collapsed into their blocks,
+so within the candidate pool the sparse ranking cannot fall below the paragraph chunker's where
+the answer lies inside one paragraph; a weight below 1 keeps the block's own score as context.
+
 Qdrant has no sparse multivectors, so the store's top BM25 candidates are re-scored here: each
 window with the engine's own IDF for the query's terms (read back from the store, so a
 per-book or a collection scope both hold) and the BM25 term saturation of ``litrag.query.bm25``
@@ -19,12 +26,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import Literal
 
 from litrag.query.bm25 import DEFAULT_B, DEFAULT_K1, saturation, term_id, tokenize
 
 WINDOW_SENTENCES = 3  # as the dense windows (embeddings.SentenceWindowEncoder)
 WINDOW_STRIDE = 2
 DEFAULT_POOL = 100  # BM25 candidates re-scored per query
+WindowKind = Literal["sentences", "paragraphs"]
+WINDOW_KINDS: tuple[WindowKind, ...] = ("sentences", "paragraphs")
 
 
 @lru_cache(maxsize=4096)
@@ -40,15 +50,33 @@ def window_terms(text: str) -> tuple[tuple[Counter[int], int], ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=4096)
+def child_terms(text: str) -> tuple[tuple[Counter[int], int], ...]:
+    """Term-id counts and length of each paragraph child of ``text`` (``paragraph_spans``: the
+    paragraph chunker's pieces of it); a text with no blank line is its own one child."""
+    from litrag.chunkers.baselines import paragraph_spans
+
+    out = []
+    for a, b in paragraph_spans(text) or [(0, len(text))]:
+        terms = tokenize(text[a:b])
+        out.append((Counter(term_id(t) for t in terms), len(terms)))
+    return tuple(out)
+
+
 def best_window_scores(
     texts: Sequence[str],
     idf: Mapping[int, float],
     *,
+    kind: WindowKind = "sentences",
     k1: float = DEFAULT_K1,
     b: float = DEFAULT_B,
 ) -> list[float]:
-    """Each text's best window BM25 score for a query whose terms have these ``idf`` weights."""
-    per_text = [window_terms(t) for t in texts]
+    """Each text's best piece BM25 score for a query whose terms have these ``idf`` weights;
+    length is normalised by the mean piece length over the candidates."""
+    if kind not in WINDOW_KINDS:
+        raise ValueError(f"unknown window kind {kind!r}: use one of {', '.join(WINDOW_KINDS)}")
+    pieces = window_terms if kind == "sentences" else child_terms
+    per_text = [pieces(t) for t in texts]
     lengths = [n for windows in per_text for _, n in windows]
     avg_len = (sum(lengths) / len(lengths)) if lengths and sum(lengths) else 1.0
     out = []
@@ -81,13 +109,16 @@ def rescore(
     idf: Mapping[int, float],
     weight: float,
     *,
+    kind: WindowKind = "sentences",
     k1: float = DEFAULT_K1,
     b: float = DEFAULT_B,
 ) -> list[tuple[int, float]]:
     """(candidate index, mixed score), best first; ties keep the engine's order."""
     if len(texts) != len(block_scores):
         raise ValueError("one block score per text")
-    window = best_window_scores(texts, idf, k1=k1, b=b) if weight > 0 else [0.0] * len(texts)
+    window = (
+        best_window_scores(texts, idf, kind=kind, k1=k1, b=b) if weight > 0 else [0.0] * len(texts)
+    )
     mixed = mix_scores(block_scores, window, weight)
     order = sorted(range(len(texts)), key=lambda i: (-mixed[i], i))
     return [(i, mixed[i]) for i in order]
