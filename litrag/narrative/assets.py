@@ -12,7 +12,6 @@ call failed), ``empty`` (no text). Only an LLM that cannot be reached at all sto
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -23,6 +22,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.llms import LLM
 
+from litrag.narrative.jsonfile import read_model, write_model
 from litrag.narrative.schema import (
     MAX_ENTITIES,
     MAX_EVENTS,
@@ -147,19 +147,11 @@ def extractions_path(home: Path, book_id: str) -> Path:
 
 
 def load_extractions(home: Path, book_id: str) -> BookExtractions | None:
-    path = extractions_path(home, book_id)
-    if not path.is_file():
-        return None
-    return BookExtractions.model_validate_json(path.read_text(encoding="utf-8"))
+    return read_model(extractions_path(home, book_id), BookExtractions)
 
 
 def save_extractions(home: Path, book: BookExtractions) -> Path:
-    path = extractions_path(home, book.book_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(book.model_dump_json(), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_model(extractions_path(home, book.book_id), book)
 
 
 def response_format(mode: SchemaMode) -> dict[str, Any] | None:

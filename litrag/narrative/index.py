@@ -11,7 +11,6 @@ the index to ``<home>/characters/<book_id>.json``. Removing or replacing the boo
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import BaseNode, TransformComponent
 
 from litrag.narrative.characters import CharacterIndex, build_index
+from litrag.narrative.jsonfile import read_model, write_model
 
 CHARACTERS_KEY = "characters"  # the payload field: canonical ids of the block's characters
 FOLDER = "characters"
@@ -34,19 +34,11 @@ def index_path(home: Path, book_id: str) -> Path:
 
 def load_index(home: Path, book_id: str) -> CharacterIndex | None:
     """The stored index of a book, or None when it has none."""
-    path = index_path(home, book_id)
-    if not path.is_file():
-        return None
-    return CharacterIndex.model_validate_json(path.read_text(encoding="utf-8"))
+    return read_model(index_path(home, book_id), CharacterIndex)
 
 
 def save_index(home: Path, index: CharacterIndex) -> Path:
-    path = index_path(home, index.book_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(index.model_dump_json(), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_model(index_path(home, index.book_id), index)
 
 
 def remove_index(home: Path, book_id: str) -> None:
