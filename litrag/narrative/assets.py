@@ -194,12 +194,11 @@ class AssetExtractor:
             max_tokens=max_tokens,
             extra_body=tuple(sorted((extra_body or {}).items())),
         )
-        self.caller = LLMCaller(llm, sampling, timeout, self.cache)
+        self.caller = LLMCaller(
+            llm, sampling, timeout, self.cache, response_format=response_format(schema_mode)
+        )
         if llm_identity:
             self.caller.identity = llm_identity
-        fmt = response_format(schema_mode)
-        if fmt is not None and "response_format" in self.caller._kwargs:
-            self.caller._kwargs["response_format"] = fmt
         self.schema_mode = schema_mode
         self.num_workers = num_workers
         self.max_retries = max_retries

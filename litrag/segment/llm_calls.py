@@ -71,8 +71,11 @@ def llm_identity(llm: LLM) -> str:
     return f"{llm.class_name()}:{model}@{base}"
 
 
-def request_kwargs(llm: LLM, sampling: Sampling) -> dict[str, Any]:
-    """Sampling keyword arguments the LLM's ``achat`` accepts."""
+def request_kwargs(
+    llm: LLM, sampling: Sampling, response_format: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Sampling keyword arguments the LLM's ``achat`` accepts; ``response_format`` replaces the
+    plain JSON mode (e.g. a JSON schema the server enforces) when ``sampling.json_mode`` is on."""
     openai_family = hasattr(llm, "_get_model_kwargs") or getattr(
         llm, "accepts_openai_kwargs", False
     )
@@ -85,7 +88,7 @@ def request_kwargs(llm: LLM, sampling: Sampling) -> dict[str, Any]:
         "extra_body": body,
     }
     if sampling.json_mode:
-        kwargs["response_format"] = {"type": "json_object"}
+        kwargs["response_format"] = response_format or {"type": "json_object"}
     if sampling.max_tokens:
         kwargs["max_tokens"] = sampling.max_tokens
     return kwargs
@@ -121,13 +124,14 @@ class LLMCaller:
         sampling: Sampling | None = None,
         timeout: float | None = 600.0,
         cache: ResponseCache | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> None:
         self.llm = llm
         self.sampling = sampling or Sampling()
         self.timeout = timeout
         self.cache = cache
         self.identity = llm_identity(llm)
-        self._kwargs = request_kwargs(llm, self.sampling)
+        self._kwargs = request_kwargs(llm, self.sampling, response_format)
 
     async def acall(self, messages: list[ChatMessage], attempt: int) -> Reply:
         """Send ``messages``; the ``attempt`` number keeps retries distinct in the cache."""
