@@ -9,10 +9,13 @@ survives the retries is kept item by item (``repaired``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from llama_index.core.bridge.pydantic import BaseModel, Field, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
 
 EntityType = Literal["person", "animal", "group", "place", "object"]
 EventKind = Literal["event", "interaction", "scene"]
@@ -112,16 +115,35 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {err.get('msg', 'invalid')}" if where else str(err.get("msg", "invalid"))
 
 
-def _items(obj: dict[str, Any], key: str, problems: list[str], limit: int) -> list[Any]:
+def _valid(
+    obj: dict[str, Any],
+    key: str,
+    model: type[M],
+    problems: list[str],
+    limit: int,
+    lower: str | None = None,
+    words: dict[str, str] | None = None,
+) -> Iterator[tuple[int, M]]:
+    """The items of list ``key`` that ``model`` accepts, with their index; each rejected item
+    (and a list that is no list or too long) adds one problem. ``lower``: a field whose text
+    is compared case-blind (``type``, ``kind``), folded (and mapped through ``words``) before
+    validation."""
     raw = obj.get(key, [])
     if raw is None:
-        return []
+        return
     if not isinstance(raw, list):
         problems.append(f'"{key}" must be a list')
-        return []
+        return
     if len(raw) > limit:
         problems.append(f'"{key}" has {len(raw)} items; at most {limit}')
-    return raw[:limit]
+    for k, item in enumerate(raw[:limit]):
+        if lower and isinstance(item, dict) and isinstance(item.get(lower), str):
+            word = item[lower].strip().lower()
+            item = {**item, lower: (words or {}).get(word, word)}
+        try:
+            yield k, model.model_validate(item)
+        except ValidationError as exc:
+            problems.append(f"{key}[{k}]: {_first_error(exc)}")
 
 
 def check_extraction(obj: dict[str, Any]) -> CheckedExtraction:
@@ -133,15 +155,9 @@ def check_extraction(obj: dict[str, Any]) -> CheckedExtraction:
         problems.append('no "entities", "relations", "events" or "facts" list')
         return out
     names: set[str] = set()
-    for k, raw in enumerate(_items(obj, "entities", problems, MAX_ENTITIES)):
-        if isinstance(raw, dict) and isinstance(raw.get("type"), str):
-            t = raw["type"].strip().lower()
-            raw = {**raw, "type": _TYPE_WORDS.get(t, t)}
-        try:
-            ent = Entity.model_validate(raw)
-        except ValidationError as exc:
-            problems.append(f"entities[{k}]: {_first_error(exc)}")
-            continue
+    for _, ent in _valid(
+        obj, "entities", Entity, problems, MAX_ENTITIES, lower="type", words=_TYPE_WORDS
+    ):
         if _norm(ent.name) in names:
             continue  # the same entity listed twice: keep the first
         names.add(_norm(ent.name))
@@ -153,31 +169,14 @@ def check_extraction(obj: dict[str, Any]) -> CheckedExtraction:
         problems.append(f"{where}: {value!r} is not one of the entities")
         return False
 
-    for k, raw in enumerate(_items(obj, "relations", problems, MAX_RELATIONS)):
-        try:
-            rel = Relation.model_validate(raw)
-        except ValidationError as exc:
-            problems.append(f"relations[{k}]: {_first_error(exc)}")
-            continue
+    for k, rel in _valid(obj, "relations", Relation, problems, MAX_RELATIONS):
         ok = named(rel.source, f"relations[{k}].source")
         if named(rel.target, f"relations[{k}].target") and ok:
             out.extraction.relations.append(rel)
-    for k, raw in enumerate(_items(obj, "events", problems, MAX_EVENTS)):
-        if isinstance(raw, dict) and isinstance(raw.get("kind"), str):
-            raw = {**raw, "kind": raw["kind"].strip().lower()}
-        try:
-            ev = Event.model_validate(raw)
-        except ValidationError as exc:
-            problems.append(f"events[{k}]: {_first_error(exc)}")
-            continue
+    for k, ev in _valid(obj, "events", Event, problems, MAX_EVENTS, lower="kind"):
         kept = [p for p in ev.participants if named(p, f"events[{k}].participants")]
         out.extraction.events.append(ev.model_copy(update={"participants": kept}))
-    for k, raw in enumerate(_items(obj, "facts", problems, MAX_FACTS)):
-        try:
-            fact = Fact.model_validate(raw)
-        except ValidationError as exc:
-            problems.append(f"facts[{k}]: {_first_error(exc)}")
-            continue
+    for k, fact in _valid(obj, "facts", Fact, problems, MAX_FACTS):
         if named(fact.entity, f"facts[{k}].entity"):
             out.extraction.facts.append(fact)
     return out
