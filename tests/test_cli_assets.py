@@ -121,8 +121,11 @@ def alice_without_assets(shelf, ingested) -> SimpleNamespace:
 def test_ingest_with_assets_builds_them_after_the_book(shelf, llm, ingested):
     assert ingested.code == 0, ingested.err
     assert "ingested 1, unchanged 0, failed 0" in ingested.out
-    m = re.search(r"^assets pg215: (\d+) blocks \((\d+) valid, 0 repaired, 0 failed\), (\d+) "
-                  r"calls \(0 cached\), (\d+) assets", ingested.out, re.M)  # fmt: skip
+    line = (
+        r"^assets pg215: (\d+) blocks \((\d+) valid, 0 repaired, 0 failed\), (\d+) calls "
+        r"\(0 cached\), (\d+) assets, [\d.]+s \(extraction [\d.]+s\)$"
+    )
+    m = re.search(line, ingested.out, re.M)
     assert m, ingested.out
     blocks, valid, calls, assets = map(int, m.groups())
     (record,) = Library.read_registry(shelf.home)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from types import TracebackType
 from typing import Any
 
@@ -224,6 +225,7 @@ def assets_after_ingest(
                 continue
             if not args.quiet:
                 print(f"assets {book_id}: building ...", file=sys.stderr)
+            t0 = time.perf_counter()
             try:
                 report = builder.build(book_id, titles.get(book_id, book_id))
             except (LLMUnavailableError, LocalModelError, ImportError) as exc:
@@ -238,7 +240,8 @@ def assets_after_ingest(
             print(
                 f"assets {book_id}: {d['blocks']} blocks ({d['valid']} valid, {d['repaired']} "
                 f"repaired, {d['failed']} failed), {d['llm_calls']} calls ({d['cached_calls']} "
-                f"cached), {sum(d['assets'].values())} assets, {d['seconds']:.1f}s"
+                f"cached), {sum(d['assets'].values())} assets, {time.perf_counter() - t0:.1f}s "
+                f"(extraction {d['seconds']:.1f}s)"
             )
             if d["failed"]:
                 bad.append(book_id)
