@@ -265,6 +265,9 @@ def test_the_characters_panel_shows_the_profile_as_of_the_slider(shelf, alice_wi
         plain = ui.profile_markdown([ALICE], 1, "pg11:alice")  # no LLM assets: the index
         assert "no LLM assets yet" in plain and "litrag assets pg11" in plain
         assert "mentions by chapter: ch. 1:" in plain and "**Alice**" in plain
+        loaded = ui.refresh({})  # what the page load fills in: the first book, no limit
+        assert len(loaded) == 7 and loaded[4].value == "pg215:buck"  # the most-named first
+        assert loaded[5] == ui.profile_markdown([WILD], 2, "pg215:buck")
         demo = build_app(service)
         url = launch(demo, port=free_port())
         try:
