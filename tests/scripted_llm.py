@@ -1,9 +1,13 @@
-"""A scripted LlamaIndex LLM for driving rare paths (garbage, timeouts) — never the only test."""
+"""A scripted LlamaIndex LLM for driving rare paths (garbage, timeouts) — never the only test;
+``ScriptedServer``, the same behind an OpenAI-compatible HTTP endpoint, for the real CLI."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from llama_index.core.base.llms.types import (
@@ -70,3 +74,73 @@ class ScriptedLLM(CustomLLM):
 
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any):
         raise NotImplementedError
+
+
+# --------------------------------------------------------------- the same, over HTTP
+class ScriptedServer(ThreadingHTTPServer):
+    """An OpenAI-compatible chat endpoint whose replies come from ``reply(messages)``, for
+    driving the real CLI (``--llm-url``); records every request body it answered."""
+
+    daemon_threads = True
+
+    def __init__(self, reply: Callable[[list[dict[str, Any]]], str]) -> None:
+        super().__init__(("127.0.0.1", 0), _ScriptedHandler)
+        self.reply = reply
+        self.requests: list[dict[str, Any]] = []
+        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def close(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+class _ScriptedHandler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # /v1/models, as a readiness probe would ask
+        self._send({"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+
+    def do_POST(self) -> None:
+        server: ScriptedServer = self.server  # type: ignore[assignment]
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        server.requests.append(body)
+        text = server.reply(body["messages"])
+        words = sum(len(str(m.get("content", "")).split()) for m in body["messages"])
+        self._send(
+            {
+                "id": f"chat-{len(server.requests)}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model", "scripted"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": words,
+                    "completion_tokens": len(text.split()),
+                    "total_tokens": words + len(text.split()),
+                },
+            }
+        )
+
+    def _send(self, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass

@@ -23,8 +23,9 @@ from typing import Any
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # offline: nothing phones home
 
 import gradio as gr
+from llama_index.core.schema import NodeWithScore
 
-from litrag.app.service import ChatService, Turn
+from litrag.app.service import CharacterProfile, ChatService, Turn
 from litrag.query.answer import Answer, Source
 from litrag.query.focus import GAP
 from litrag.segment.sentences import split_sentences
@@ -40,6 +41,8 @@ CSS = """
 #sources blockquote { font-size: 0.92em; margin: 0.3em 0 0.8em 0; }
 """
 PASSAGE_CHARS = 1200  # per source in the panel; the full block is in the JSON answer
+PROFILE_PASSAGE_CHARS = 300  # per cited block under a character's profile
+PROFILE_SOURCES = 40  # cited blocks listed under a profile (older assets cite every block)
 _PROGRESS = re.compile(r"^\[(\d+)/(\d+)\]")
 
 
@@ -94,6 +97,88 @@ def render_citations(answer: Answer) -> str:
         f"sentences {s.sentence_from}–{s.sentence_to}: *{_esc(s.subtitle)}*"
         for s in answer.sources
     )
+
+
+def _cut(text: str, chars: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= chars else text[:chars].rsplit(" ", 1)[0] + " …"
+
+
+def render_profile(view: CharacterProfile | None) -> str:
+    """One character as of the spoiler limit: the LLM assets' profile snapshot, each line
+    citing the block it was read in (numbered as the chat's sources, the passages below);
+    without assets, what the offline index knows."""
+    if view is None:
+        return "*Nobody of that name is met up to this chapter.*"
+    c, upto = view.character, view.upto
+    cut = f" up to chapter {upto}" if upto is not None else ""
+    lines = [
+        f"**{_esc(c.name)}** · first named in chapter {c.first_chapter} · "
+        f"{c.mentions()} mentions{cut}"
+    ]
+    node = view.profile
+    if node is None:
+        if view.has_assets:
+            lines.append(f"*The book's LLM assets hold no profile of {_esc(c.name)}{cut}.*")
+        else:
+            lines.append(
+                "*This book has no LLM assets yet (`litrag assets "
+                f"{_esc(view.book_id)}` or `litrag ingest --assets` builds them).* "
+                "From the offline character index:"
+            )
+        per = ", ".join(f"ch. {ch}: {n}" for ch, n in sorted(c.per_chapter.items()))
+        lines.append(f"- mentions by chapter: {per or 'none'}")
+        aliases = [a for a in c.aliases if a != c.name]
+        if aliases:
+            lines.append("- also named: " + ", ".join(_esc(a) for a in aliases))
+        if view.companions:
+            lines.append(
+                "- most often with: "
+                + ", ".join(
+                    f"{_esc(name)} ({n} block{'s' if n != 1 else ''})"
+                    for name, n in view.companions
+                )
+            )
+        return "\n".join(lines)
+    m = node.metadata
+    cites = {int(i): str(b) for i, b in m.get("line_sources") or []}
+    # The cited blocks (older assets: the profile's blocks), numbered in reading order.
+    cited = list(dict.fromkeys(cites.values() or map(str, m.get("source_blocks") or [])))
+    order = sorted(
+        (b for b in cited if b in view.blocks),  # a block past the limit is never among them
+        key=lambda b: (
+            int(view.blocks[b].metadata.get("chapter_index", 0)),
+            int(view.blocks[b].metadata.get("sentence_from", 0)),
+        ),
+    )
+    number = {b: k for k, b in enumerate(order, 1)}
+
+    def ref(block: str) -> str:
+        return f" [{number[block]}]" if block in number else ""
+
+    text = node.get_content().splitlines()
+    for i, line in enumerate(text):
+        mark = ref(cites[i]) if i in cites else ""
+        if i == 0:
+            lines.append(f"*{_esc(line)}*")
+        elif line.endswith(":") and not line.startswith("- "):
+            lines.append(f"\n**{_esc(line[:-1])}**\n")
+        elif line.startswith("- "):
+            lines.append(f"- {_esc(line[2:])}{mark}")
+        else:
+            lines.append(f"{_esc(line)}{mark}")
+    if order:
+        lines.append("\n**Sources**\n")
+    for k, block in enumerate(order[:PROFILE_SOURCES], 1):
+        src = Source.from_node(k, NodeWithScore(node=view.blocks[block]))
+        lines.append(
+            f"**[{k}]** {_esc(src.chapter_title)} (ch. {src.chapter_index}) · sentences "
+            f"{src.sentence_from}–{src.sentence_to}  \n"
+            f"> {_esc(_cut(src.text, PROFILE_PASSAGE_CHARS))}\n"
+        )
+    if len(order) > PROFILE_SOURCES:
+        lines.append(f"*… and {len(order) - PROFILE_SOURCES} more blocks.*")
+    return "\n".join(lines).rstrip()
 
 
 def _sparkline(counts: Sequence[int]) -> str:
@@ -174,6 +259,45 @@ class ChatApp:
             parts.append(f"**{_esc(b)}**: {len(people)} characters{cut}\n\n" + "\n".join(rows))
         return "\n\n".join(parts)
 
+    def character_choices(
+        self, book_ids: Sequence[str], upto: float | None
+    ) -> list[tuple[str, str]]:
+        """The characters met up to the slider, as ``(name, "book:id")``."""
+        limit = self.spoiler_limit(book_ids, upto) if book_ids else None
+        out = []
+        for b in book_ids:
+            index = self.service.characters(b)
+            for c in index.upto(limit) if index is not None else []:
+                out.append((c.name if len(book_ids) == 1 else f"{c.name} ({b})", f"{b}:{c.id}"))
+        return out
+
+    def profile_choices(
+        self, book_ids: list[str] | None, upto: float | None, current: str | None
+    ) -> Any:
+        """The dropdown for the selection and slider: the same character while still met."""
+        choices, value = self._who(book_ids, upto, current)
+        return gr.Dropdown(choices=choices, value=value)
+
+    def _who(
+        self, book_ids: Sequence[str] | None, upto: float | None, current: str | None
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        choices = self.character_choices(list(book_ids or []), upto)
+        values = [v for _, v in choices]
+        return choices, current if current in values else (values[0] if values else None)
+
+    def profile_markdown(
+        self, book_ids: list[str] | None, upto: float | None, character: str | None
+    ) -> str:
+        """The chosen character's profile as of the slider (``render_profile``)."""
+        book_ids = list(book_ids or [])
+        if not book_ids:
+            return "*Choose a book above.*"
+        book_id, _, char_id = (character or "").partition(":")
+        if book_id not in book_ids or not char_id:
+            return "*Choose a character to see what the book has told of them so far.*"
+        limit = self.spoiler_limit(book_ids, upto)
+        return render_profile(self.service.character_profile(book_id, char_id, limit))
+
     def spoiler_limit(self, book_ids: Sequence[str], upto: float | None) -> int | None:
         """The slider at its right end (all chapters read) means no limit."""
         if upto is None:
@@ -196,11 +320,14 @@ class ChatApp:
         choices = self.book_choices()
         first = [choices[0][1]] if choices else []
         top = self.max_chapter(first) if first else 1
+        people, who = self._who(first, top, None)
         return (
             gr.CheckboxGroup(choices=choices, value=first),
             gr.Slider(minimum=0, maximum=top, step=1, value=top),
             self.chapters_markdown(first),
             self.characters_markdown(first, top),
+            gr.Dropdown(choices=people, value=who),
+            self.profile_markdown(first, top, who),
             {**state, "upto_max": top},
         )
 
@@ -402,6 +529,18 @@ class ChatApp:
                         people = gr.Markdown(
                             self.characters_markdown(first, top), elem_id="characters"
                         )
+                        met, chosen = self._who(first, top, None)
+                        who = gr.Dropdown(
+                            choices=met,
+                            value=chosen,
+                            label="Profile of",
+                            info="What the book has told of them up to the slider's chapter.",
+                            elem_id="profile-of",
+                        )
+                        profile = gr.Markdown(
+                            self.profile_markdown(first, top, chosen),
+                            elem_id="character-profile",
+                        )
                     with gr.Accordion("Add books (.txt)", open=False):
                         upload = gr.File(
                             label=f"Project Gutenberg .txt files (≤ {svc.settings.max_mb:g} MB)",
@@ -452,12 +591,38 @@ class ChatApp:
                 inputs=[books, upto],
                 outputs=[people],
                 api_visibility="private",
+            ).then(
+                self.profile_choices,
+                inputs=[books, upto, who],
+                outputs=[who],
+                api_visibility="private",
+            ).then(
+                self.profile_markdown,
+                inputs=[books, upto, who],
+                outputs=[profile],
+                api_visibility="private",
             )
             upto.release(
                 self.characters_markdown,
                 inputs=[books, upto],
                 outputs=[people],
                 api_name="characters",
+            ).then(
+                self.profile_choices,
+                inputs=[books, upto, who],
+                outputs=[who],
+                api_visibility="private",
+            ).then(
+                self.profile_markdown,
+                inputs=[books, upto, who],
+                outputs=[profile],
+                api_visibility="private",
+            )
+            who.input(
+                self.profile_markdown,
+                inputs=[books, upto, who],
+                outputs=[profile],
+                api_name="profile",
             )
             add.click(
                 self.add_books,
@@ -474,7 +639,7 @@ class ChatApp:
             demo.load(
                 self.refresh,
                 inputs=[state],
-                outputs=[books, upto, chapters, people, state],
+                outputs=[books, upto, chapters, people, who, profile, state],
                 api_visibility="private",
             )
             gr.api(self.answer_api, api_name="answer")

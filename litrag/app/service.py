@@ -14,7 +14,7 @@ import re
 import shutil
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +51,35 @@ class Turn:
     answer: str
 
 
-def open_shared_store(s: Settings, dense_dim: int | None = None, window_doc_fn: Any = None) -> Any:
-    """The library's store for a process that serves many threads.
+@dataclass
+class CharacterProfile:
+    """What the Characters panel shows of one character as of the spoiler limit."""
+
+    book_id: str
+    character: Any  # the index's Character, its counts and aliases cut to the limit
+    upto: int | None
+    companions: list[tuple[str, int]]  # (name, blocks shared), up to the limit
+    has_assets: bool  # the book has LLM assets (``litrag assets``)
+    profile: Any = None  # the latest profile snapshot the spoiler filter lets through
+    blocks: dict[str, Any] = field(default_factory=dict)  # its cited blocks, within the limit
+
+
+def open_shared_store(
+    s: Settings,
+    dense_dim: int | None = None,
+    window_doc_fn: Any = None,
+    collection: str | None = None,
+) -> Any:
+    """The library's store (or another of its collections) for a process that serves many
+    threads.
 
     Embedded: an Edge store whose calls take one lock. Server (``QDRANT_URL``): qdrant-client,
     which is thread-safe, as ``make_vector_store`` builds it.
     """
+    collection = collection or s.collection
     if s.qdrant_url:
         return make_vector_store(
-            s.home, s.collection, dense_dim=dense_dim, url=s.qdrant_url, api_key=s.qdrant_api_key
+            s.home, collection, dense_dim=dense_dim, url=s.qdrant_url, api_key=s.qdrant_api_key
         )
     from litrag.app.store import LockedEdgeStore
     from litrag.query.bm25 import BM25Encoder
@@ -67,7 +87,7 @@ def open_shared_store(s: Settings, dense_dim: int | None = None, window_doc_fn: 
     encoder = BM25Encoder()
     return LockedEdgeStore(
         path=s.home / "index",
-        collection_name=s.collection,
+        collection_name=collection,
         dense_dim=dense_dim,
         sparse_doc_fn=encoder.doc_fn,
         sparse_query_fn=encoder.query_fn,
@@ -105,6 +125,8 @@ class ChatService:
         self._library_lock = threading.Lock()
         self._ingest_lock = threading.Lock()
         self._chapters: dict[str, list[tuple[int, str]]] = {}
+        self._assets: Any = None
+        self._assets_lock = threading.Lock()
 
     # -- the library ------------------------------------------------------------------------
     @property
@@ -134,6 +156,55 @@ class ChatService:
         from litrag.narrative.index import load_index
 
         return load_index(self.home, book_id)
+
+    def asset_store(self) -> Any:
+        """The library's narrative assets (``litrag assets``), opened once on first use as the
+        blocks' store is (embedded: one lock, held for the process); None while the library
+        has no asset collection."""
+        from litrag.narrative.asset_store import AssetStore, assets_collection
+
+        with self._assets_lock:
+            if self._assets is None:
+                name = assets_collection(self.settings.collection)
+                if not self.settings.qdrant_url and not (self.home / "index" / name).exists():
+                    return None
+                store = open_shared_store(self.settings, collection=name)
+                self._assets = AssetStore(self.home, store, self.embed_model)
+            return self._assets
+
+    def character_profile(
+        self, book_id: str, char_id: str, upto_chapter: int | None = None
+    ) -> CharacterProfile | None:
+        """A character as a reader at ``upto_chapter`` knows them: the offline index's counts
+        and companions, and the profile snapshot of the LLM assets with the blocks it cites,
+        nothing past the limit. None when the book has no such character met by then."""
+        index = self.characters(book_id)
+        met = {c.id: c for c in index.upto(upto_chapter)} if index is not None else {}
+        if char_id not in met:
+            return None
+        companions = []
+        for other, n in index.companions(char_id, upto_chapter)[:5]:
+            c = index.by_id(other)
+            companions.append((c.name if c is not None else other, n))
+        view = CharacterProfile(book_id, met[char_id], upto_chapter, companions, False)
+        assets = self.asset_store()
+        if assets is None:
+            return view
+        try:
+            view.has_assets = assets.has_book(book_id)
+            if view.has_assets:
+                view.profile = assets.profile(book_id, char_id, upto_chapter)
+        except Exception as exc:  # a server without the collection: no assets, said so
+            logger.warning("reading the assets of %s failed: %s", book_id, exc)
+            return view
+        if view.profile is not None:
+            m = view.profile.metadata
+            cited = [str(b) for _, b in m.get("line_sources") or []] or list(m["source_blocks"])
+            for node in self.store.get_nodes(node_ids=list(dict.fromkeys(cited))):
+                ch = int(node.metadata.get("chapter_index", 0))
+                if upto_chapter is None or ch <= upto_chapter:
+                    view.blocks[node.node_id] = node
+        return view
 
     def books(self) -> list[BookRecord]:
         """Books ready to be asked (complete ingests), in registry order."""
@@ -284,6 +355,8 @@ class ChatService:
     def close(self) -> None:
         if self.answer_llm is not None:
             self.answer_llm.close()
+        if self._assets is not None:
+            self._assets.close()
         if hasattr(self.store, "close"):
             self.store.close()
 

@@ -128,6 +128,7 @@ def _run_ingest(
     except StoreLockedError as exc:
         print(f"error: {_locked_message(s.home, exc)}", file=sys.stderr)
         return 2
+    no_assets: list[str] = []
     try:
         report = library.ingest(
             paths,
@@ -136,6 +137,17 @@ def _run_ingest(
             catalog_rows=rows,
         )
         report.failed[:0] = failed
+        _print_report(report)
+        if args.assets:  # the books that ingested fine; the store is still open here
+            from litrag.cli.assets import assets_after_ingest
+
+            no_assets = assets_after_ingest(
+                args,
+                s,
+                [*report.ingested, *report.unchanged],
+                block_store=library.store,
+                embed_model=library.embed_model,
+            )
     except KeyboardInterrupt:
         lead = "" if args.quiet else "\n"  # past the progress bar
         print(
@@ -146,6 +158,12 @@ def _run_ingest(
     finally:
         if hasattr(library.store, "close"):
             library.store.close()  # flushed: every batch stored so far is kept
+    if no_assets and args.strict_assets:
+        return 1
+    return 0 if report.ok else 1
+
+
+def _print_report(report: Any) -> None:
     for book_id, secs in report.seconds.items():
         print(f"{book_id}: " + ", ".join(f"{k} {v:.1f}s" for k, v in secs.items()))
     if report.optimize_s:
@@ -156,7 +174,6 @@ def _run_ingest(
     )
     for _path, reason in report.failed:
         print(f"error: {reason}", file=sys.stderr)
-    return 0 if report.ok else 1
 
 
 def _saved(library: Any) -> str:
@@ -329,7 +346,9 @@ def add_parsers(sub: Any) -> None:
     ing = sub.add_parser("ingest", help="add Gutenberg books (files or folders) to the library")
     ing.add_argument("paths", nargs="+", type=Path)
     ing.add_argument("--segmenter", choices=["offline", "litseg-lite", "litseg"])
-    ing.add_argument("--workers", type=int, help="LLM calls in flight (LLM segmenters)")
+    ing.add_argument(
+        "--workers", type=int, help="LLM calls in flight (LLM segmenters; --assets: default 2)"
+    )
     add_backend_flag(ing)
     ing.add_argument("--max-mb", type=float, help="refuse books larger than this (default 16)")
     ing.add_argument("-q", "--quiet", action="store_true")
@@ -350,6 +369,24 @@ def add_parsers(sub: Any) -> None:
     mir.add_argument(
         "--dry-run", action="store_true", help="list what would be ingested and how long"
     )
+    from litrag.cli.assets import COST, add_llm_flags
+
+    nar = ing.add_argument_group(
+        "narrative assets (--assets)",
+        f"after the ingest, each book that ingested fine (new or unchanged) gets its LLM "
+        f"assets, as `litrag assets BOOK` builds them: {COST}. A book whose assets fail is "
+        "named and the ingest stands (exit status as without --assets, unless "
+        "--strict-assets); books whose assets are complete are skipped; a rerun resumes "
+        "from the reply cache. The LLM flags below are the assets' (the segmenter's LLM is "
+        "LITRAG_SEGMENT_URL / LITRAG_LLM_URL); --workers and --timeout pace both.",
+    )
+    nar.add_argument("--assets", action="store_true", help="build the books' narrative assets")
+    nar.add_argument(
+        "--strict-assets",
+        action="store_true",
+        help="exit 1 when a book's assets could not be built or have failed blocks",
+    )
+    add_llm_flags(nar, workers=False, timeout=None)
     ing.set_defaults(func=_cmd_ingest)
 
     bks = sub.add_parser("books", help="list the books in the library")

@@ -131,6 +131,10 @@ class AssetStore:
         nodes = self.store.get_nodes(filters=flt)
         return sorted(nodes, key=lambda n: (n.metadata.get("chapter_index", 0), n.node_id))
 
+    def has_book(self, book_id: str) -> bool:
+        """Whether the book has any stored asset (one point read, not all of them)."""
+        return bool(self.store.get_nodes(filters=_filters(book_id), limit=1))
+
     def count(self, book_id: str) -> int:
         return len(self.store.get_nodes(filters=_filters(book_id)))
 

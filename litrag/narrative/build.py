@@ -16,6 +16,7 @@ from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter,
 
 from litrag.narrative.asset_store import AssetStore
 from litrag.narrative.assets import (
+    FAILED,
     AssetBlock,
     AssetExtractor,
     AssetSummary,
@@ -144,3 +145,13 @@ def _book(book_id: str) -> MetadataFilters:
     return MetadataFilters(
         filters=[MetadataFilter(key="book_id", value=book_id, operator=FilterOperator.EQ)]
     )
+
+
+def assets_complete(home: Path, book_id: str, block_store: Any, llm_identity: str) -> bool:
+    """True when every stored block of the book has a record from this LLM and none failed:
+    a rerun would only replay the reply cache, so ``ingest --assets`` can skip the book."""
+    book = load_extractions(home, book_id)
+    if book is None or book.llm != llm_identity:
+        return False
+    known = {n.node_id for n in block_store.get_nodes(filters=_book(book_id))}
+    return bool(known) and all(k in book.blocks and book.blocks[k].outcome != FAILED for k in known)

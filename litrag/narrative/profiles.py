@@ -42,6 +42,7 @@ ASSET_KEYS = (
     "source_blocks",
     "source_chapters",
     "name",
+    "line_sources",
 )
 _NAMESPACE = uuid.UUID("3b2f7a61-0c4d-4e8f-9a1b-52c6d7e8f901")
 MAX_PROFILE_FACTS, MAX_PROFILE_EVENTS, MAX_PROFILE_RELATIONS = 16, 8, 10
@@ -285,24 +286,24 @@ def _profiles(book_id: str, res: Resolution, rank: Mapping[str, int]) -> list[Te
             links = [lk for lk in res.links if lk.chapter <= c and lk.keep in members]
             if root not in res.entities:  # the kept id of a link was never named alone
                 root = min(members & set(res.entities), key=lambda m: (-rank.get(m, 0), m))
-            text = _profile_text(res, root, members, items, descs, links, c)
+            text, cites = _profile_text(res, root, members, items, descs, links, c)
             blocks = [(it.chapter, it.block) for it in items] + [(d[0], d[2]) for d in descs]
             blocks += [(lk.chapter, lk.block) for lk in links]
             first = min(ch for ch, _ in blocks)
             ids = [root, *sorted(members - {root})]
-            out.append(
-                _node(
-                    book_id,
-                    "entity_profile",
-                    root,
-                    text,
-                    ids,
-                    first,
-                    c,
-                    blocks,
-                    name=res.entities[root].name,
-                )
+            node = _node(
+                book_id,
+                "entity_profile",
+                root,
+                text,
+                ids,
+                first,
+                c,
+                blocks,
+                name=res.entities[root].name,
             )
+            node.metadata["line_sources"] = cites
+            out.append(node)
     return out
 
 
@@ -314,8 +315,11 @@ def _profile_text(
     descs: list[tuple[int, str, str]],
     links: list[Link],
     upto: int,
-) -> str:
+) -> tuple[str, list[list[int | str]]]:
+    """The profile's text, and ``[line, block]`` for each line that says what one block read
+    (description, link, fact, relation, event): the citation a reader can follow."""
     info = res.entities[root]
+    cites: list[list[int | str]] = []
     known = [res.entities[m] for m in members if m in res.entities]
     names = sorted({n for e in known for n, ch in e.names.items() if ch <= upto})
     names = sorted(set(names) | {e.name for e in known})
@@ -323,22 +327,24 @@ def _profile_text(
     if len(names) > 1:
         lines.append("Also named: " + ", ".join(n for n in names if n != info.name) + ".")
     for lk in links:
+        cites.append([len(lines), lk.block])
         lines.append(f"Read as one person from chapter {lk.chapter}: {lk.name}.")
     if descs:
-        lines.append(sorted(descs)[0][1])
-    facts = _dedupe(it for it in items if it.kind == "fact")[-MAX_PROFILE_FACTS:]
-    if facts:
-        lines.append("Facts:")
-        lines += [f"- (ch. {it.chapter}) {it.text}" for it in facts]
-    rels = _dedupe(it for it in items if it.kind == "relation")[-MAX_PROFILE_RELATIONS:]
-    if rels:
-        lines.append("Relations:")
-        lines += [f"- (ch. {it.chapter}) {it.text}" for it in rels]
-    events = _dedupe(it for it in items if it.kind == "event")[-MAX_PROFILE_EVENTS:]
-    if events:
-        lines.append("Events:")
-        lines += [f"- (ch. {it.chapter}) {it.text}" for it in events]
-    return "\n".join(lines)
+        first = sorted(descs)[0]
+        cites.append([len(lines), first[2]])
+        lines.append(first[1])
+    for head, kind, cap in (
+        ("Facts:", "fact", MAX_PROFILE_FACTS),
+        ("Relations:", "relation", MAX_PROFILE_RELATIONS),
+        ("Events:", "event", MAX_PROFILE_EVENTS),
+    ):
+        shown = _dedupe(it for it in items if it.kind == kind)[-cap:]
+        if shown:
+            lines.append(head)
+        for it in shown:
+            cites.append([len(lines), it.block])
+            lines.append(f"- (ch. {it.chapter}) {it.text}")
+    return "\n".join(lines), cites
 
 
 def _dedupe(items: Iterable[Item]) -> list[Item]:

@@ -1,0 +1,301 @@
+"""``litrag ingest --assets``, ``litrag assets`` and ``litrag characters --profile`` through the
+CLI's own entry, on a real book ingested offline (MiniLM, Edge, the character index), with the
+assets' replies from a scripted OpenAI-compatible server (valid JSON read off each passage):
+the rerun served from the reply cache, the local server started only on a cache miss, a failed
+asset build that leaves the ingest standing, the spoiler limit of a profile in the CLI and in
+the chat UI's Characters panel. Last, the same cache rerun with the real SmolLM2 server."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from scripted_llm import ScriptedServer
+from test_answer import free_port
+from test_library import short_book
+
+from litrag.ingestion.library import Library
+from litrag.local_llm import LlamaServer
+from litrag.narrative.asset_store import AssetStore
+from litrag.narrative.assets import load_extractions
+from litrag.settings import Settings
+
+WILD, ALICE = "pg215", "pg11"
+
+
+def guide(messages: list[dict]) -> str:
+    """A valid asset reply for the passage asked about: its known characters as entities,
+    a fact about each and an event naming the chapter and the passage's first words, so what
+    a profile shows can be traced to its chapter."""
+    user = next(m for m in messages if m["role"] == "user")["content"]
+    if isinstance(user, list):
+        user = "".join(p.get("text", "") for p in user)
+    head, _, passage = user.partition("\n\nPassage:\n")
+    chapter = int(re.search(r"^Chapter (\d+)", head, re.M).group(1))
+    known = re.search(r"^Known characters named here: (.*)$", head, re.M).group(1)
+    names = [n.strip() for n in known.split(",") if n.strip() and n.strip() != "none"][:4]
+    words = " ".join(passage.split()[:6])[:80]
+    return json.dumps(
+        {
+            "entities": [
+                {"name": n, "type": "person", "description": f"Named in chapter {chapter}."}
+                for n in names
+            ],
+            "relations": (
+                [{"source": names[0], "relation": "is near", "target": names[1]}]
+                if len(names) > 1
+                else []
+            ),
+            "events": (
+                [{"summary": f"In chapter {chapter}: {words}", "participants": names[:2]}]
+                if names
+                else []
+            ),
+            "facts": [
+                {"entity": n, "fact": f"{n} is read in chapter {chapter}, at: {words}"}
+                for n in names
+            ],
+        }
+    )
+
+
+def cli(home: Path, *args: str) -> tuple[int, str, str]:
+    """``litrag ARGS`` through ``main`` in this process: (exit status, stdout, stderr)."""
+    from litrag.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LITRAG_HOME", str(home))
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def llm():
+    server = ScriptedServer(guide)
+    yield server
+    server.close()
+
+
+def scripted(llm: ScriptedServer) -> list[str]:
+    return ["--llm-url", llm.api_base, "--model", "scripted"]
+
+
+@pytest.fixture(scope="module")
+def shelf(books_dir, tmp_path_factory) -> SimpleNamespace:
+    folder = tmp_path_factory.mktemp("cli-assets")
+    return SimpleNamespace(
+        home=folder / "home",
+        wild=short_book(
+            books_dir / "pg215_call_of_the_wild.txt", folder / "wild.txt", "Chapter III."
+        ),
+        alice=short_book(
+            books_dir / "pg11_alice_in_wonderland.txt", folder / "alice.txt", "CHAPTER II."
+        ),
+    )
+
+
+@pytest.fixture(scope="module")
+def ingested(shelf, llm) -> SimpleNamespace:
+    """The Call of the Wild, chapters 1-2: ``litrag ingest --assets`` with the scripted LLM."""
+    code, out, err = cli(shelf.home, "ingest", str(shelf.wild), "--assets", "-q", *scripted(llm))
+    return SimpleNamespace(code=code, out=out, err=err, calls=len(llm.requests))
+
+
+@pytest.fixture(scope="module")
+def alice_without_assets(shelf, ingested) -> SimpleNamespace:
+    """Alice, chapter 1, ingested with ``--assets`` while the LLM cannot be reached."""
+    dead = ["--llm-url", f"http://127.0.0.1:{free_port()}/v1", "--model", "m"]
+    code, out, err = cli(shelf.home, "ingest", str(shelf.alice), "--assets", "-q", *dead)
+    strict = cli(shelf.home, "ingest", str(shelf.alice), "--assets", "--strict-assets", *dead)
+    return SimpleNamespace(code=code, out=out, err=err, strict=strict)
+
+
+def test_ingest_with_assets_builds_them_after_the_book(shelf, llm, ingested):
+    assert ingested.code == 0, ingested.err
+    assert "ingested 1, unchanged 0, failed 0" in ingested.out
+    line = (
+        r"^assets pg215: (\d+) blocks \((\d+) valid, 0 repaired, 0 failed\), (\d+) calls "
+        r"\(0 cached\), (\d+) assets, [\d.]+s \(extraction [\d.]+s\)$"
+    )
+    m = re.search(line, ingested.out, re.M)
+    assert m, ingested.out
+    blocks, valid, calls, assets = map(int, m.groups())
+    (record,) = Library.read_registry(shelf.home)
+    assert blocks == valid == calls == record.nodes == ingested.calls  # one call per block
+    assert "local LLM" not in ingested.err  # a server URL: nothing to start
+    book = load_extractions(shelf.home, WILD)
+    assert book is not None and len(book.blocks) == blocks
+    assert book.llm.startswith("OpenAILike:scripted@")
+    with AssetStore.open(shelf.home) as store:
+        assert store.count(WILD) == assets > blocks
+    first = llm.requests[0]
+    assert first["response_format"]["type"] == "json_schema"  # structured output by URL
+
+
+def test_assets_rerun_is_served_from_the_cache(shelf, llm, ingested):
+    before = len(llm.requests)
+    code, out, err = cli(shelf.home, "assets", WILD, "-q", *scripted(llm))
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["llm_calls"] == report["cached_calls"] == report["blocks"] > 0
+    assert report["valid"] == report["blocks"] and report["assets"]["entity_profile"] > 0
+    assert len(llm.requests) == before  # not one call reached the LLM
+
+
+def test_ingest_again_skips_the_complete_assets(shelf, llm, ingested):
+    before = len(llm.requests)
+    code, out, err = cli(shelf.home, "ingest", str(shelf.wild), "--assets", "-q", *scripted(llm))
+    assert code == 0, err
+    assert "ingested 0, unchanged 1, failed 0" in out
+    assert "assets pg215: complete, skipped" in out
+    assert len(llm.requests) == before
+
+
+def test_profile_keeps_to_the_spoiler_limit(shelf, ingested):
+    code, out, err = cli(
+        shelf.home, "characters", WILD, "--profile", "buck", "--upto-chapter", "1", "--json"
+    )
+    assert code == 0, err
+    early = json.loads(out)
+    assert early["chapter_index"] == 1 and early["source_chapters"] == [1]
+    assert "Buck is read in chapter 1" in early["text"] and "chapter 2" not in early["text"]
+    assert {b for _, b in early["line_sources"]} <= set(early["source_blocks"])
+    code, out, err = cli(
+        shelf.home, "characters", WILD, "--profile", "Buck", "--upto-chapter", "2", "--json"
+    )
+    later = json.loads(out)
+    assert code == 0 and later["chapter_index"] == 2 and later["source_chapters"] == [1, 2]
+    assert "Buck is read in chapter 2" in later["text"]
+    # Spitz is met in chapter 2: a reader of chapter 1 gets no profile of him
+    code, out, err = cli(
+        shelf.home, "characters", WILD, "--profile", "spitz", "--upto-chapter", "1"
+    )
+    assert code == 2 and out == ""
+    assert err == f"error: no profile of 'spitz' (spitz) up to chapter 1 in the assets of {WILD}\n"
+    code, out, err = cli(
+        shelf.home, "characters", WILD, "--profile", "spitz", "--upto-chapter", "2"
+    )
+    assert code == 0 and "Spitz is read in chapter 2" in out
+    assert out.rstrip().endswith("of chapters 2)")
+
+
+def test_the_local_llm_starts_only_on_a_cache_miss(shelf, llm, ingested, monkeypatch):
+    """The packaged model's path, with llama.cpp's server stood in for by the scripted one."""
+    starts: list[Path] = []
+
+    def scripted_start(self: LlamaServer) -> LlamaServer:
+        starts.append(self.model_path)
+        self.port = llm.port
+        return self
+
+    monkeypatch.setattr(LlamaServer, "start", scripted_start)
+    args = ["assets", WILD, "--local-llm", "smollm2", "--upto-chapter", "1", "-q"]
+    before = len(llm.requests)
+    code, out, err = cli(shelf.home, *args, "--max-blocks", "2")
+    assert code == 0, err
+    first = json.loads(out)
+    assert len(starts) == 1 and "local LLM smollm2: started" in err
+    assert first["cached_calls"] == 0 and len(llm.requests) - before == first["blocks"] > 0
+    assert "schema" in llm.requests[-1]["response_format"]  # llama.cpp: the schema as grammar
+
+    def no_start(self: LlamaServer) -> LlamaServer:
+        raise AssertionError("the server was started")
+
+    monkeypatch.setattr(LlamaServer, "start", no_start)
+    code, out, err = cli(shelf.home, *args, "--max-blocks", "2")
+    assert code == 0, err
+    again = json.loads(out)
+    assert again["cached_calls"] == again["llm_calls"] == first["blocks"]
+    assert "local LLM smollm2: not started (every call came from the reply cache)" in err
+    # one more block per chapter: the first miss starts the server, once
+    monkeypatch.setattr(LlamaServer, "start", scripted_start)
+    code, out, err = cli(shelf.home, *args, "--max-blocks", "3")
+    assert code == 0, err
+    more = json.loads(out)
+    assert len(starts) == 2 and more["cached_calls"] == first["blocks"] < more["blocks"]
+
+
+def test_a_failed_asset_build_leaves_the_ingest_standing(shelf, alice_without_assets):
+    run = alice_without_assets
+    assert run.code == 0, run.err
+    assert "ingested 1, unchanged 0, failed 0" in run.out
+    assert "error: assets of pg11 not built: LLMUnavailableError: cannot reach the LLM" in run.err
+    assert "the books themselves are ingested" in run.err
+    done = {r.book_id: r.status for r in Library.read_registry(shelf.home)}
+    assert done == {WILD: "complete", ALICE: "complete"}
+    code, out, err = run.strict  # asked to: a book without assets fails the command
+    assert code == 1 and "unchanged 1" in out and "assets of pg11 not built" in err
+    with AssetStore.open(shelf.home) as store:
+        assert not store.has_book(ALICE) and store.has_book(WILD)
+
+
+def test_the_characters_panel_shows_the_profile_as_of_the_slider(shelf, alice_without_assets):
+    pytest.importorskip("gradio")
+    from gradio_client import Client
+
+    from litrag.app.chat import ChatApp, build_app, launch
+    from litrag.app.service import ChatService
+
+    service = ChatService(Settings(home=shelf.home))
+    try:
+        ui = ChatApp(service)
+        met = [v for _, v in ui.character_choices([WILD], 1)]
+        assert "pg215:buck" in met and "pg215:spitz" not in met  # Spitz comes in chapter 2
+        assert "pg215:spitz" in [v for _, v in ui.character_choices([WILD], 2)]
+        assert ui.profile_choices([WILD], 1, "pg215:spitz").value == met[0]
+        early = ui.profile_markdown([WILD], 1, "pg215:buck")
+        assert "Buck is read in chapter 1" in early and "chapter 2" not in early
+        assert "**Sources**" in early
+        cited = re.findall(r"\(ch\. (\d+)\) · sentences", early)
+        assert cited and set(cited) == {"1"}  # every cited passage is of chapter 1
+        bullets = [ln for ln in early.splitlines() if ln.startswith("- ")]
+        assert bullets and all(re.search(r" \[\d+\]$", ln) for ln in bullets)  # each cites
+        whole = ui.profile_markdown([WILD], 2, "pg215:buck")  # the right end: no limit
+        assert "Buck is read in chapter 2" in whole and "(ch. 2) · sentences" in whole
+        stale = ui.profile_markdown([WILD], 1, "pg215:spitz")
+        assert "Spitz" not in stale and "Nobody" in stale
+        plain = ui.profile_markdown([ALICE], 1, "pg11:alice")  # no LLM assets: the index
+        assert "no LLM assets yet" in plain and "litrag assets pg11" in plain
+        assert "mentions by chapter: ch. 1:" in plain and "**Alice**" in plain
+        loaded = ui.refresh({})  # what the page load fills in: the first book, no limit
+        assert len(loaded) == 7 and loaded[4].value == "pg215:buck"  # the most-named first
+        assert loaded[5] == ui.profile_markdown([WILD], 2, "pg215:buck")
+        demo = build_app(service)
+        url = launch(demo, port=free_port())
+        try:
+            shown = Client(url, verbose=False).predict([WILD], 1, "pg215:buck", api_name="/profile")
+        finally:
+            demo.close()
+        assert shown == early
+    finally:
+        service.close()
+
+
+@pytest.mark.llm
+def test_a_real_local_llm_is_not_started_for_a_cached_rerun(shelf, ingested, tmp_path):
+    """SmolLM2 behind llama.cpp's server, started by the CLI itself on the first miss."""
+    home = tmp_path / "home"
+    shutil.copytree(shelf.home, home)
+    args = ["assets", WILD, "--local-llm", "smollm2", "--upto-chapter", "1", "--max-blocks", "1"]
+    args += ["--max-retries", "0", "--max-tokens", "200", "-q"]
+    code, out, err = cli(home, *args)
+    assert code == 0, err
+    first = json.loads(out)
+    assert first["llm_calls"] == first["blocks"] > 0 and first["cached_calls"] == 0
+    assert re.search(r"local LLM smollm2: started in \d+\.\d s", err), err
+    assert first["completion_tokens"] > 0
+    logs = sorted((home / "logs").glob("llama-server-*.log"))
+    code, out, err = cli(home, *args)
+    assert code == 0, err
+    again = json.loads(out)
+    assert again["cached_calls"] == again["llm_calls"] == first["llm_calls"]
+    assert "not started (every call came from the reply cache)" in err
+    assert sorted((home / "logs").glob("llama-server-*.log")) == logs  # no server was launched
