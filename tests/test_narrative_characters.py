@@ -15,7 +15,12 @@ from litrag.builders import build_library
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
 from litrag.narrative.index import CHARACTERS_KEY, build_book_index, index_path, load_index
-from litrag.narrative.narrator import first_person_chapters, narrator_names, quote_spans
+from litrag.narrative.narrator import (
+    first_person_chapters,
+    named_together,
+    narrator_names,
+    quote_spans,
+)
 from litrag.query.retriever import BookRetriever, RetrievalSettings
 from litrag.settings import Settings
 
@@ -76,6 +81,15 @@ def test_a_family_sharing_a_surname_is_not_merged(pride):
         assert pride.resolve(place) is None, place
 
 
+def mentions_by_id(index) -> dict[str, list[tuple[int, int, int]]]:
+    """``id -> [(chapter, start, end)]`` from the index's mentions."""
+    out: dict[str, list[tuple[int, int, int]]] = {}
+    for ch, items in index.mentions.items():
+        for s, e, i in items:
+            out.setdefault(index.characters[i].id, []).append((ch, s, e))
+    return out
+
+
 @pytest.fixture(scope="module")
 def frankenstein(books_dir):
     return build_book_index("pg84", chapters_of(books_dir / "pg84_frankenstein.txt", 0, 99))
@@ -104,6 +118,16 @@ def test_a_first_person_narrator_named_apart_is_one_character(frankenstein, book
             assert found and all(any(s <= i < e for s, e in spans) for i in found), (ch, name)
     # Nobody else in the book is merged this way.
     assert [c.id for c in frankenstein.characters if c.narrator_chapters] == [victor.id]
+    # The family guard: two names in one sentence of the narration are two people.
+    mentions = mentions_by_id(frankenstein)
+    spans = {ch: quote_spans(text) for ch, text in texts.items()}
+    assert named_together(texts, spans, mentions["elizabeth"], mentions["william"])
+    assert not named_together(
+        texts,
+        spans,
+        [m for m in mentions[victor.id] if texts[m[0]][m[1] : m[2]] == "Victor"],
+        [m for m in mentions[victor.id] if texts[m[0]][m[1] : m[2]] == "Frankenstein"],
+    )
 
 
 def test_only_first_person_narration_opens_the_rule(books_dir, pride, emma):
@@ -138,11 +162,7 @@ def test_watson_is_spoken_to_but_nobody_is_merged_into_him(books_dir):
     watson = index.resolve("Watson")
     assert watson is not None and set(watson.aliases) <= {"Watson", "Dr. Watson"}
     assert not any(c.narrator_chapters for c in index.characters)
-    mentions: dict[str, list[tuple[int, int, int]]] = {}
-    for ch, items in index.mentions.items():
-        for s, e, i in items:
-            mentions.setdefault(index.characters[i].id, []).append((ch, s, e))
-    names = narrator_names(chapters, mentions, first_person_chapters(chapters))
+    names = narrator_names(chapters, mentions_by_id(index), first_person_chapters(chapters))
     assert names[watson.id] == {1, 5, 6}
     others = {cid: chs for cid, chs in names.items() if cid != watson.id}
     assert all(len(chs) < 2 for chs in others.values()), others

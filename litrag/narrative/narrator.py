@@ -19,7 +19,7 @@ So, offline, in one pass over each chapter's quote marks:
    bare given name and the other a surname (written after a title or an initial somewhere:
    "Madame Frankenstein", "Dr. Watson"), and the narration never names both in one sentence
    (a family: "my father, Alphonse ..."). One shared chapter is not enough: a character can be
-   spoken of only in dialogue in one chapter (Justine in Elizabeth's letter); two is the least
+   spoken of only in dialogue in one chapter (Ernest, in Elizabeth's letter); two is the least
    that is not chance (Victor and Frankenstein share three).
 """
 
@@ -182,7 +182,7 @@ def narrator_names(
     return dict(out)
 
 
-def _one_narration_sentence(
+def named_together(
     chapters: Mapping[int, str],
     spans: Mapping[int, list[tuple[int, int]]],
     a: Sequence[tuple[int, int, int]],
@@ -246,7 +246,7 @@ def narrator_merges(
     for _, g, s, shared in pairs:
         if g in merged or s in merged:
             continue
-        if _one_narration_sentence(texts, spans, mentions[g], mentions[s]):
+        if named_together(texts, spans, mentions[g], mentions[s]):
             continue
         merged |= {g, s}
         out.append(NarratorMerge(given=g, surname=s, chapters=shared))
