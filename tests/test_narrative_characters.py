@@ -15,6 +15,12 @@ from litrag.builders import build_library
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
 from litrag.narrative.index import CHARACTERS_KEY, build_book_index, index_path, load_index
+from litrag.narrative.narrator import (
+    first_person_chapters,
+    named_together,
+    narrator_names,
+    quote_spans,
+)
 from litrag.query.retriever import BookRetriever, RetrievalSettings
 from litrag.settings import Settings
 
@@ -73,6 +79,93 @@ def test_a_family_sharing_a_surname_is_not_merged(pride):
     # Places named as often as people are not characters.
     for place in ("Netherfield", "Longbourn", "Meryton", "London"):
         assert pride.resolve(place) is None, place
+
+
+def mentions_by_id(index) -> dict[str, list[tuple[int, int, int]]]:
+    """``id -> [(chapter, start, end)]`` from the index's mentions."""
+    out: dict[str, list[tuple[int, int, int]]] = {}
+    for ch, items in index.mentions.items():
+        for s, e, i in items:
+            out.setdefault(index.characters[i].id, []).append((ch, s, e))
+    return out
+
+
+@pytest.fixture(scope="module")
+def frankenstein(books_dir):
+    return build_book_index("pg84", chapters_of(books_dir / "pg84_frankenstein.txt", 0, 99))
+
+
+def test_a_first_person_narrator_named_apart_is_one_character(frankenstein, books_dir):
+    """Victor Frankenstein is "Victor" to his family and "Frankenstein" to Clerval and the
+    creature, never both at once; he narrates as "I". One id, both aliases; his family apart."""
+    victor = frankenstein.resolve("Victor")
+    assert victor is not None and frankenstein.resolve("Frankenstein") is victor
+    assert set(victor.aliases) == {"Victor", "Frankenstein"}  # no Madame/Alphonse Frankenstein
+    assert victor.name == "Victor Frankenstein"
+    assert frankenstein.resolve("Victor Frankenstein") is victor
+    ids = ids_of(frankenstein, "Elizabeth", "William", "Clerval", "Ernest", "Justine")
+    assert None not in ids and len({*ids, victor.id}) == 6, ids
+    assert frankenstein.resolve("Alphonse") is not victor
+    top = [c.id for c in frankenstein.upto()[:10]]
+    assert victor.id in top and len(set(top)) == 10
+    # The evidence: chapters where both names are said, only inside quotes.
+    texts = dict(chapters_of(books_dir / "pg84_frankenstein.txt", 0, 99))
+    assert len(victor.narrator_chapters) >= 2
+    for ch in victor.narrator_chapters:
+        spans = quote_spans(texts[ch])
+        for name in ("Victor", "Frankenstein"):
+            found = [m.start() for m in re.finditer(rf"\b{name}\b", texts[ch])]
+            assert found and all(any(s <= i < e for s, e in spans) for i in found), (ch, name)
+    # Nobody else in the book is merged this way.
+    assert [c.id for c in frankenstein.characters if c.narrator_chapters] == [victor.id]
+    # The family guard: two names in one sentence of the narration are two people.
+    mentions = mentions_by_id(frankenstein)
+    spans = {ch: quote_spans(text) for ch, text in texts.items()}
+    assert named_together(texts, spans, mentions["elizabeth"], mentions["william"])
+    assert not named_together(
+        texts,
+        spans,
+        [m for m in mentions[victor.id] if texts[m[0]][m[1] : m[2]] == "Victor"],
+        [m for m in mentions[victor.id] if texts[m[0]][m[1] : m[2]] == "Frankenstein"],
+    )
+
+
+def test_only_first_person_narration_opens_the_rule(books_dir, pride, emma):
+    """Dense "I/me/my" outside quotes in Frankenstein and Sherlock Holmes, rare in the others;
+    Frankenstein's chapters told by the creature, wholly inside quotes, are not judged."""
+    for name in (
+        "pg11_alice_in_wonderland.txt",
+        "pg158_emma.txt",
+        "pg1342_pride_and_prejudice.txt",
+        "pg215_call_of_the_wild.txt",
+    ):
+        assert first_person_chapters(chapters_of(books_dir / name, 0, 999)) == {}, name
+    frank = chapters_of(books_dir / "pg84_frankenstein.txt", 0, 99)
+    told = first_person_chapters(frank)
+    assert told and set(told) < {ch for ch, _ in frank}
+    for ch, text in frank:
+        if ch not in told:  # the creature's story: every paragraph opens a quote
+            paragraphs = [p for p in re.split(r"\n\s*\n", text) if p.strip()]
+            assert sum(p.lstrip().startswith("“") for p in paragraphs) > 0.9 * len(paragraphs)
+    holmes = chapters_of(books_dir / "pg1661_adventures_of_sherlock_holmes.txt", 0, 99)
+    assert len(first_person_chapters(holmes)) == len(holmes)
+    for index in (pride, emma):
+        assert not any(c.narrator_chapters for c in index.characters)
+
+
+def test_watson_is_spoken_to_but_nobody_is_merged_into_him(books_dir):
+    """Watson, Holmes's narrator, is named only in Holmes's speech; the Johns spoken to inside a
+    client's story ("'I wish you, John,' said my uncle") are not spoken to by the speaker."""
+    path = books_dir / "pg1661_adventures_of_sherlock_holmes.txt"
+    chapters = [c for c in chapters_of(path, 0, 99) if c[0] in (1, 5, 6)]
+    index = build_book_index("pg1661", chapters)
+    watson = index.resolve("Watson")
+    assert watson is not None and set(watson.aliases) <= {"Watson", "Dr. Watson"}
+    assert not any(c.narrator_chapters for c in index.characters)
+    names = narrator_names(chapters, mentions_by_id(index), first_person_chapters(chapters))
+    assert names[watson.id] == {1, 5, 6}
+    others = {cid: chs for cid, chs in names.items() if cid != watson.id}
+    assert all(len(chs) < 2 for chs in others.values()), others
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,10 @@ Built offline (no LLM) from the book's chapters:
 4. a group is a character when the text treats it as one: it is named with a title, or NER calls
    it a person, or it speaks or acts (``said Buck``, ``Spitz sprang``), and it is rarely a place
    (``at Netherfield``, ``to Longbourn``). The shares are kept in the index (``evidence``) and the
-   thresholds are below, measured on the six shared books (docs/characters.md).
+   thresholds are below, measured on the six shared books (docs/characters.md);
+5. in a first-person book, the narrator's given name and surname, which the text may never
+   write together (Frankenstein's "Victor" and "Frankenstein"), are one character when both are
+   said to him only in dialogue (``narrator``).
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from collections.abc import Sequence
 from llama_index.core.bridge.pydantic import BaseModel, Field
 
 from litrag.narrative.aliases import NameForm, group_forms, parse_name, slug
+from litrag.narrative.narrator import NameKind, name_kind, narrator_merges, written_surnames
 from litrag.narrative.ner import Span
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: a first-person narrator's given name and surname are one character
 MIN_MENTIONS = 3  # fewer than this in the whole book: not indexed
 MAX_PLACE_SHARE = 0.35  # of mentions after "at/in/to/from/into/near/..." (not "X's")
 MIN_TITLE_SHARE = 0.2
@@ -65,7 +69,12 @@ class Character(BaseModel):
     """One character: canonical id, name, aliases and where it is mentioned."""
 
     id: str = Field(description="Canonical id, unique within the book (a slug of the name).")
-    name: str = Field(description="The most-mentioned way of writing the name.")
+    name: str = Field(
+        description=(
+            "The most-mentioned way of writing the name; given name and surname for a narrator "
+            'known by both apart ("Victor Frankenstein").'
+        )
+    )
     aliases: dict[str, int] = Field(
         description="Every written form -> the chapter it first appears in."
     )
@@ -75,6 +84,13 @@ class Character(BaseModel):
     first_block: str | None = Field(default=None, description="Node id of the first block.")
     evidence: dict[str, float] = Field(
         default_factory=dict, description="Why this is a character: shares of its mentions."
+    )
+    narrator_chapters: list[int] = Field(
+        default_factory=list,
+        description=(
+            "For a first-person narrator whose given name and surname were merged (``narrator``): "
+            "the chapters where both are said only in dialogue, to him. Empty otherwise."
+        ),
     )
 
     def mentions(self, upto_chapter: int | None = None) -> int:
@@ -228,18 +244,23 @@ def build_index(
     by_group: dict[int, list[tuple[int, int, int, str]]] = defaultdict(list)
     for item in found:
         by_group[group_of[written[item[3]]]].append(item)
+    evidence = {
+        gi: _evidence(by_group[gi], texts, group, labels)
+        for gi, group in enumerate(groups)
+        if len(by_group.get(gi, [])) >= MIN_MENTIONS
+    }
+    kept = [gi for gi, ev in evidence.items() if _is_character(ev)]
+    clusters, narrated = _merge_narrator_names(chapters, groups, kept, by_group)
     characters: list[Character] = []
     keep: dict[int, int] = {}
     used: set[str] = set()
-    for gi, group in enumerate(groups):
-        items = by_group.get(gi, [])
-        if len(items) < MIN_MENTIONS:
-            continue
-        evidence = _evidence(items, texts, group, labels)
-        if not _is_character(evidence):
-            continue
+    for cluster in clusters:
+        items = [item for gi in cluster for item in by_group[gi]]
+        forms = [f for gi in cluster for f in groups[gi]]
         said = Counter(a for *_, a in items)
         name = max(said, key=lambda a: (said[a], len(a)))  # "Lord St. Simon", "Captain X"
+        if len(cluster) > 1:  # a given name and a surname, never written together
+            name = " ".join(groups[gi][0].surname for gi in cluster)
         cid = slug(name)
         while cid in used:
             cid += "-2"
@@ -249,7 +270,8 @@ def build_index(
         for ch, _s, _e, a in sorted(items):
             alias_first.setdefault(a, ch)
         per_chapter = Counter(ch for ch, *_ in items)
-        keep[gi] = len(characters)
+        for gi in cluster:
+            keep[gi] = len(characters)
         characters.append(
             Character(
                 id=cid,
@@ -258,7 +280,12 @@ def build_index(
                 per_chapter=dict(sorted(per_chapter.items())),
                 first_chapter=first[0],
                 first_offset=first[1],
-                evidence=evidence,
+                evidence=(
+                    evidence[cluster[0]]
+                    if len(cluster) == 1
+                    else _evidence(items, texts, forms, labels)
+                ),
+                narrator_chapters=list(narrated.get(cluster[0], ())),
             )
         )
     mentions: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
@@ -269,6 +296,35 @@ def build_index(
     return CharacterIndex(
         book_id=book_id, model=model, characters=characters, mentions=dict(mentions)
     )
+
+
+def _merge_narrator_names(
+    chapters: Sequence[tuple[int, str]],
+    groups: list[list[NameForm]],
+    kept: list[int],
+    by_group: dict[int, list[tuple[int, int, int, str]]],
+) -> tuple[list[list[int]], dict[int, tuple[int, ...]]]:
+    """The kept groups as characters, one each but a first-person narrator's given name and
+    surname together ``[given, surname]`` (``narrator``), and the chapters that showed it."""
+    surnames: set[str] = set()
+
+    def kind_of(gi: int) -> NameKind | None:
+        if not surnames:  # only for the few narrator names of a first-person book
+            surnames.update(f.surname for g in groups for f in g if f.full)
+            surnames.update(written_surnames([text for _, text in chapters]))
+        return name_kind(groups[gi], surnames)
+
+    mentions = {gi: [(ch, s, e) for ch, s, e, _ in by_group[gi]] for gi in kept}
+    merges = narrator_merges(chapters, mentions, kind_of)
+    pair = {gi: m for m in merges for gi in (m.given, m.surname)}
+    clusters: list[list[int]] = []
+    for gi in kept:  # a merged pair where its more-mentioned name was
+        m = pair.get(gi)
+        if m is None:
+            clusters.append([gi])
+        elif [m.given, m.surname] not in clusters:
+            clusters.append([m.given, m.surname])
+    return clusters, {m.given: m.chapters for m in merges}
 
 
 def _drop_opening_word(span: str, before: str, vocab: set[str]) -> str:
