@@ -48,13 +48,15 @@ _ORDINAL_CHAPTER = re.compile(
 )
 _SUMMARY = re.compile(
     r"\b(?:what\s+(?:exactly\s+)?(?:happens|happened|goes\s+on|went\s+on|takes\s+place|took\s+"
-    r"place|occurs|occurred|is\s+going\s+on)|summar(?:y|ies|ise|ize|ised|ized|ising|izing)|"
-    r"outline|recap|overview|plot|gist|main\s+events|key\s+events|events|about|sum\s+up)\b",
+    r"place|occurs|occurred|is\s+going\s+on)|going\s+on|what\s+did\s+i\s+miss|summar(?:y|ies|ise|ize|ised|"
+    r"ized|ising|izing)|outline|recap|overview|plot|gist|main\s+events|key\s+events|events|"
+    r"about|sum\s+up)\b",
     re.IGNORECASE,
 )
 _STORY = re.compile(
     r"\b(?:what(?:'s|\s+is|\s+was)\s+(?:the|this)\s+(?:book|story|novel|plot)\s+about|"
     r"summar\w*\s+(?:of\s+)?(?:the\s+|this\s+)?(?:book|story|novel|plot)|"
+    r"what(?:'s|\s+is)\s+(?:the\s+)?(?:plot|story)\b(?!\s+of)|"
     r"(?:story|plot|book|novel)\s+(?:up\s+to\s+now|so\s+far)|so\s+far|up\s+to\s+now|"
     r"until\s+now|recap|catch\s+me\s+up|what\s+(?:has\s+)?happened\s+(?:already|yet))\b",
     re.IGNORECASE,
@@ -67,9 +69,16 @@ _RELATION = re.compile(
 )
 _TIMELINE = re.compile(
     r"\b(?:first\s+(?:appear\w*|show\w*|mention\w*|introduc\w*|seen|see|met|meet|enter\w*|"
-    r"named|turn\w*\s+up)|introduc(?:ed|tion)|when\s+(?:do|does|did)\s+(?:we|i)\s+(?:first\s+)?"
-    r"meet|arc|story|journey|timeline|what\s+(?:happens|happened|has\s+happened)\s+to|"
-    r"how\s+(?:does|did|has)\s+.{1,40}?\s+chang\w*|develop\w*|become|became)\b",
+    r"named|turn\w*\s+up)|introduc(?:ed|tion)|when\s+(?:do|does|did|is|was)\s+(?:we\s+|i\s+)?"
+    r"(?:first\s+)?(?:meet|see|hear)|when\s+(?:do|does|did)\s+.{1,30}?\s+(?:appear|show\s+up|"
+    r"turn\s+up|arrive|enter|come\s+in)|arc|story|journey|timeline|what\s+(?:happens|happened|"
+    r"has\s+happened)\s+to|how\s+(?:does|did|has)\s+.{1,40}?\s+chang\w*|develop\w*|"
+    r"becom\w*\s+of|became\s+of)\b",
+    re.IGNORECASE,
+)
+# Weaker: a character's story only when no profile cue says "who is" first.
+_TIMELINE_WEAK = re.compile(
+    r"\b(?:so\s+far|up\s+to\s+now|until\s+now|been\s+through|gone\s+through|becom\w*|became)\b",
     re.IGNORECASE,
 )
 _PROFILE = re.compile(
@@ -99,6 +108,9 @@ _OWN = {
     "fate",
     "profile",
 }
+
+
+_SELF = {"character", "personality", "nature", "profile", "background", "description"}
 
 
 @dataclass(frozen=True)
@@ -254,19 +266,31 @@ def route(
     if people:
         who = people[0]
         if _about_self(q, who):
+            timeline = Route(
+                "character_timeline",
+                {"name": who.character.name, "upto_chapter": None},
+                "a character's story or first appearance",
+            )
             if _TIMELINE.search(q):
-                return Route(
-                    "character_timeline",
-                    {"name": who.character.name, "upto_chapter": None},
-                    "a character's story or first appearance",
-                )
+                return timeline
             cue = _PROFILE.search(q)
-            if cue and (cue.start() <= who.start or re.search(r"\blike\b|\bkind\b|\bsort\b", q)):
+            own = _POSSESSIVE.match(q[who.end :])
+            if (
+                (own is not None and own.group("noun").lower() in _SELF)  # "Buck's personality"
+                or (cue and cue.start() <= who.start)  # "who is Buck", "tell me about Buck"
+                or (cue and re.search(r"\b(?:like|kind|sort|type)\b", q))  # "what is Buck like"
+                or (  # "remind me who Hal is"
+                    re.search(r"\bwho\s+$", q[: who.start], re.IGNORECASE)
+                    and re.match(r"\s+(?:really\s+)?(?:is|was)\b", q[who.end :], re.IGNORECASE)
+                )
+            ):
                 return Route(
                     "character_profile",
                     {"name": who.character.name, "upto_chapter": None},
                     "who a character is",
                 )
+            if _TIMELINE_WEAK.search(q):
+                return timeline
         return Route("search_passages", {"query": question}, "a detail of the story")
     if _PROFILE.search(q) and index is not None:
         return Route("search_passages", {"query": question}, "names no character the reader met")
