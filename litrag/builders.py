@@ -166,6 +166,7 @@ def build_answer_llm(s: Settings, max_tokens: int = 256) -> AnswerLLM:
             temperature=0.7 if s.llm_temperature is None else s.llm_temperature,
             api_key=s.llm_api_key,
             extra_body=thinking_off(s.llm_model).get("extra_body"),
+            function_calling=s.llm_tools,
         )
         return AnswerLLM(llm, describe(backend, s.llm_model, s.llm_url))
     path = local_model_path(s.local_llm, s.models_dir or s.home / "models")

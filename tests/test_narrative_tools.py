@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from itertools import count
 
 import pytest
@@ -301,14 +302,33 @@ def test_a_function_calling_llm_drives_the_tools_as_an_agent(wild):
     assert all(int(c) <= 2 for m in llm.requests[1] for c in MARK.findall(m.content or ""))
 
 
+def test_llm_tools_makes_a_server_client_function_calling(tmp_path, monkeypatch):
+    """What sends `litrag ask` down the agent path with a served model (no server is called)."""
+    from litrag.builders import build_answer_llm
+    from litrag.llm_backends import BackendError
+
+    url = "http://127.0.0.1:9/v1"
+    monkeypatch.setenv("LITRAG_LLM_TOOLS", "1")
+    s = Settings(home=tmp_path, llm_url=url, llm_model="Qwen/Qwen3-8B", llm_backend="openai-like")
+    assert s.llm_tools
+    with build_answer_llm(s) as answer_llm:
+        assert answer_llm.llm.metadata.is_function_calling_model
+    with build_answer_llm(s.model_copy(update={"llm_tools": False})) as answer_llm:
+        assert not answer_llm.llm.metadata.is_function_calling_model
+    with pytest.raises(BackendError, match="LITRAG_LLM_TOOLS needs"):
+        build_answer_llm(s.model_copy(update={"llm_backend": "vllm"}))
+
+
 @pytest.mark.llm
 def test_routed_answer_from_a_real_llm(wild, llama_server):
     llm = llama_server.llm(max_tokens=48, timeout=600)
     engine = engine_at(wild, 2, llm)
+    t0 = time.perf_counter()
     stream = engine.ask("Who is Perrault?")
     assert stream.route["tool"] == "character_profile" and stream.sources
     pieces = list(stream)
     answer = stream.answer()
+    print(f"routed answer ({time.perf_counter() - t0:.1f}s): {answer.text!r}")
     assert len(pieces) > 1 and answer.text and answer.error is None
     behind = {s.node.node_id for s in tools_at(wild, 2).character_profile("Perrault").sources}
     assert {s.node_id for s in answer.sources} <= behind
