@@ -321,7 +321,8 @@ def test_llm_tools_makes_a_server_client_function_calling(tmp_path, monkeypatch)
 
 @pytest.mark.llm
 def test_routed_answer_from_a_real_llm(wild, llama_server):
-    llm = llama_server.llm(max_tokens=48, timeout=600)
+    # a 2k window (of SmolLM2's 8k): a short prompt, and fewer blocks fit than lie behind
+    llm = llama_server.llm(max_tokens=48, timeout=600, context_window=2048)
     engine = engine_at(wild, 2, llm)
     t0 = time.perf_counter()
     stream = engine.ask("Who is Perrault?")
@@ -332,6 +333,7 @@ def test_routed_answer_from_a_real_llm(wild, llama_server):
     assert len(pieces) > 1 and answer.text and answer.error is None
     behind = {s.node.node_id for s in tools_at(wild, 2).character_profile("Perrault").sources}
     assert {s.node_id for s in answer.sources} <= behind
+    assert len(answer.sources) < len(behind)  # cut to the window: cited is what was sent
 
 
 # ------------------------------------------------------------------------ litrag ask (last)
