@@ -166,6 +166,7 @@ def build_answer_llm(s: Settings, max_tokens: int = 256) -> AnswerLLM:
             temperature=0.7 if s.llm_temperature is None else s.llm_temperature,
             api_key=s.llm_api_key,
             extra_body=thinking_off(s.llm_model).get("extra_body"),
+            function_calling=s.llm_tools,
         )
         return AnswerLLM(llm, describe(backend, s.llm_model, s.llm_url))
     path = local_model_path(s.local_llm, s.models_dir or s.home / "models")
@@ -247,4 +248,51 @@ def build_query_engine(
         passage_order=s.passage_order,  # type: ignore[arg-type]
         focus=PassageFocus(embed_model, max_words=words) if words else None,
         llm_health=llm_health,
+    )
+
+
+def open_asset_store(s: Settings) -> Any:
+    """The library's asset collection, or None where it was never made (no ``litrag assets``
+    run on the embedded store: nothing is created to be found empty)."""
+    from litrag.narrative.asset_store import AssetStore, assets_collection
+
+    if not s.qdrant_url and not (s.home / "index" / assets_collection(s.collection)).exists():
+        return None
+    return AssetStore.open(s.home, s.collection, url=s.qdrant_url, api_key=s.qdrant_api_key)
+
+
+def build_routed_engine(
+    s: Settings, book_ids: str | list[str], *, use_agent: bool = True, **kwargs: Any
+) -> Any:
+    """A ``NarrativeQueryEngine`` for one book with a character index or assets, routing each
+    question to a narrative tool; else (several books, neither index nor assets) the plain
+    ``BookQueryEngine`` of ``build_query_engine(s, book_ids, **kwargs)``."""
+    from litrag.ingestion.library import Library
+    from litrag.narrative.engine import NarrativeQueryEngine
+    from litrag.narrative.index import load_index
+    from litrag.narrative.tools import NarrativeTools
+
+    engine = build_query_engine(s, book_ids, **kwargs)
+    ids = [book_ids] if isinstance(book_ids, str) else list(book_ids)
+    limit = engine.retriever.upto_chapter
+    if len(ids) != 1 or not (limit is None or isinstance(limit, int)):
+        return engine
+    book_id = ids[0]
+    index = load_index(s.home, book_id)
+    assets = open_asset_store(s)
+    if assets is not None and assets.count(book_id) == 0:
+        assets.close()
+        assets = None
+    if index is None and assets is None:
+        return engine
+    record = next((r for r in Library.read_registry(s.home) if r.book_id == book_id), None)
+    tools = NarrativeTools(
+        book_id, assets=assets, blocks=engine.retriever, index=index, upto_chapter=limit
+    )
+    return NarrativeQueryEngine(
+        tools,
+        engine,
+        index=index,
+        chapters=record.chapters if record is not None else None,
+        use_agent=use_agent,
     )

@@ -77,12 +77,19 @@ def server_llm(
     api_key: str | None = None,
     max_retries: int = 2,
     extra_body: dict[str, Any] | None = None,
+    function_calling: bool = False,
 ) -> Any:
     """A LlamaIndex chat LLM for the OpenAI-compatible server at ``url`` (the ``/v1`` base).
 
     The same arguments mean the same request either way: ``max_tokens=None`` sends no limit
-    (the server's), ``extra_body`` is merged into every request body.
+    (the server's), ``extra_body`` is merged into every request body. ``function_calling``: the
+    model takes OpenAI tool calls (the client says so in its metadata; openai-like only).
     """
+    if function_calling and backend != "openai-like":
+        raise BackendError(
+            f"LITRAG_LLM_TOOLS needs LITRAG_LLM_BACKEND=openai-like (the {backend} client "
+            "cannot send tool calls)"
+        )
     if backend == "vllm":
         try:
             from litrag.vllm_client import VllmChatServer
@@ -112,6 +119,8 @@ def server_llm(
             kwargs["temperature"] = temperature
         if extra_body:
             kwargs["additional_kwargs"] = {"extra_body": extra_body}
+        if function_calling:
+            kwargs["is_function_calling_model"] = True
         return openai_like(url, model, context_window, timeout, max_retries, **kwargs)
     raise BackendError(
         f"the LLM backend {backend!r} does not talk to a server URL (use openai-like or vllm)"

@@ -14,7 +14,8 @@ Answering: ``LITRAG_LOCAL_LLM`` (the packaged model started when no URL is set),
 ``LITRAG_RETRIEVAL`` (preset, with ``LITRAG_RETRIEVAL_<FIELD>`` overrides; see
 ``litrag.query.retriever``), ``LITRAG_PASSAGE_ORDER`` (``score`` or ``story``: the order of the
 passages in the answer prompt), ``LITRAG_FOCUS_WORDS`` (words of each passage the LLM reads;
-``0``: whole passages; default: 110 for the packaged local model, whole for a server).
+``0``: whole passages; default: 110 for the packaged local model, whole for a server),
+``LITRAG_LLM_TOOLS`` (the server's model calls functions: an agent picks the narrative tools).
 
 Why one model: a bad value (a negative timeout, a path that is a file, an unknown
 ``LITRAG_RETRIEVAL_*`` name) is refused when the settings are read, with one line naming the
@@ -69,6 +70,7 @@ ENV_VARS = {
     "llm_context": "LITRAG_LLM_CONTEXT",
     "models_dir": "LITRAG_MODELS",
     "characters": "LITRAG_CHARACTERS",
+    "llm_tools": "LITRAG_LLM_TOOLS",
 }
 
 
@@ -204,6 +206,12 @@ class Settings(BaseModel):
         default=True,
         description="Build the character index at ingest where litrag[narrative] is installed "
         "(LITRAG_CHARACTERS).",
+    )
+    llm_tools: bool = Field(
+        default=False,
+        description="The server's model calls functions (e.g. `vllm serve --enable-auto-tool-"
+        "choice`; LITRAG_LLM_TOOLS, openai-like backend): routed answers let it call the "
+        "narrative tools itself instead of the question router.",
     )
 
     def __init__(self, names_: dict[str, str] | None = None, **data: Any) -> None:

@@ -1,5 +1,6 @@
-"""A scripted LlamaIndex LLM for driving rare paths (garbage, timeouts) — never the only test;
-``ScriptedServer``, the same behind an OpenAI-compatible HTTP endpoint, for the real CLI."""
+"""Scripted LlamaIndex LLMs for driving rare paths (garbage, timeouts, a function-calling model's
+tool calls) — never the only test; ``ScriptedServer``, a scripted OpenAI-compatible HTTP endpoint,
+for the real CLI."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.llms.custom import CustomLLM
+from llama_index.core.llms.function_calling import FunctionCallingLLM
+from llama_index.core.llms.llm import ToolSelection
 
 
 class Sleep:
@@ -144,3 +147,100 @@ class _ScriptedHandler(BaseHTTPRequestHandler):
 
     def log_message(self, *args: object) -> None:
         pass
+
+
+class ToolCall:
+    """A scripted step that asks for one tool call (as a function-calling model replies)."""
+
+    def __init__(self, tool: str, /, **kwargs: Any) -> None:
+        self.name = tool
+        self.kwargs = kwargs
+
+
+class ScriptedToolLLM(FunctionCallingLLM):
+    """A function-calling LLM that replies with the next scripted step: a ``ToolCall`` (the
+    reply asks for that tool) or a string (the final answer). Records every request, tools
+    included, so a test reads what the agent sent back after a call."""
+
+    model: str = "scripted-tools"
+    _steps: list[ToolCall | str] = PrivateAttr(default_factory=list)
+    _requests: list[list[ChatMessage]] = PrivateAttr(default_factory=list)
+    _tools: list[list[str]] = PrivateAttr(default_factory=list)
+
+    def __init__(self, steps: Sequence[ToolCall | str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._steps = list(steps)
+
+    @property
+    def requests(self) -> list[list[ChatMessage]]:
+        return self._requests
+
+    @property
+    def tools_offered(self) -> list[list[str]]:
+        return self._tools
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(
+            model_name=self.model, is_chat_model=True, is_function_calling_model=True
+        )
+
+    def _prepare_chat_with_tools(
+        self,
+        tools: Sequence[Any],
+        user_msg: str | ChatMessage | None = None,
+        chat_history: list[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        tool_required: bool = False,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        messages = list(chat_history or [])
+        if user_msg is not None:
+            msg = user_msg if isinstance(user_msg, ChatMessage) else ChatMessage(content=user_msg)
+            messages.append(msg)
+        self._tools.append([t.metadata.name for t in tools])
+        return {"messages": messages}
+
+    def get_tool_calls_from_response(
+        self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
+    ) -> list[ToolSelection]:
+        calls = response.message.additional_kwargs.get("tool_calls", [])
+        if not calls and error_on_no_tool_call:
+            raise ValueError("no tool call in the reply")
+        return [ToolSelection(**c) for c in calls]
+
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        self._requests.append(list(messages))
+        if not self._steps:
+            raise AssertionError("scripted LLM ran out of replies")
+        step = self._steps.pop(0)
+        if isinstance(step, ToolCall):
+            call = {"tool_id": f"call-{len(self._requests)}", "tool_name": step.name}
+            call["tool_kwargs"] = step.kwargs  # type: ignore[assignment]
+            msg = ChatMessage(
+                role=MessageRole.ASSISTANT, content="", additional_kwargs={"tool_calls": [call]}
+            )
+            return ChatResponse(message=msg)
+        return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=step))
+
+    async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        return self.chat(messages, **kwargs)
+
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any):
+        raise NotImplementedError
+
+    async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any):
+        raise NotImplementedError
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        raise NotImplementedError
+
+    async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any):
+        raise NotImplementedError
+
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any):
+        raise NotImplementedError
+
+    async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any):
+        raise NotImplementedError

@@ -20,11 +20,13 @@ def _close_store(engine: Any) -> None:
     store = engine.retriever.vector_store
     if hasattr(store, "close"):
         store.close()
+    if hasattr(engine, "close"):  # a routed engine's asset store
+        engine.close()
 
 
 def _cmd_ask(args: argparse.Namespace) -> int:
     """`litrag ask`: a streamed, cited answer; failures are one line and keep the sources."""
-    from litrag.builders import build_answer_llm, build_query_engine
+    from litrag.builders import build_answer_llm, build_query_engine, build_routed_engine
     from litrag.ingestion.integrity import LibraryDamagedError, check_files
     from litrag.ingestion.library import Library
     from litrag.llm_backends import BackendError
@@ -72,7 +74,8 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         retrieval = RetrievalSettings.from_env(s.retrieval, s.retrieval_overrides)
         if s.top_k is not None:
             retrieval.top_k = s.top_k
-        engine = build_query_engine(s, books, upto_chapter=args.upto_chapter, retrieval=retrieval)
+        build = build_query_engine if args.no_route else build_routed_engine
+        engine = build(s, books, upto_chapter=args.upto_chapter, retrieval=retrieval)
     except StoreLockedError as exc:  # a running chat UI holds the library: ask through it
         return _ask_through_ui(args, s, books, question, exc)
     except (UnknownBookError, ValueError) as exc:
@@ -112,6 +115,8 @@ def _print_answer(args: argparse.Namespace, answer: Any) -> int:
     else:
         if answer.error:
             print(f"error: {answer.error}", file=sys.stderr)
+        if answer.route:
+            print(f"route: {_route_line(answer.route)}", file=sys.stderr)
         limit = f", up to chapter {args.upto_chapter}" if args.upto_chapter is not None else ""
         print(f"\nSources ({answer.retrieval}{limit}; answered by {answer.answered_by}):")
         for src in answer.sources:
@@ -123,6 +128,12 @@ def _print_answer(args: argparse.Namespace, answer: Any) -> int:
         if not answer.sources:
             print("(none)")
     return 1 if answer.error else 0
+
+
+def _route_line(route: dict[str, Any]) -> str:
+    """``character_profile(name='Buck') [rules: who a character is]``"""
+    args = ", ".join(f"{k}={v!r}" for k, v in (route.get("kwargs") or {}).items() if v is not None)
+    return f"{route.get('tool')}({args}) [{route.get('by')}: {route.get('reason')}]"
 
 
 def _ask_through_ui(
@@ -193,6 +204,11 @@ def add_parsers(sub: Any) -> None:
         help="spoiler limit: use nothing past chapter N (1-based reading order)",
     )
     ask.add_argument("--no-llm", action="store_true", help="extractive answer, no LLM")
+    ask.add_argument(
+        "--no-route",
+        action="store_true",
+        help="plain passage retrieval: no narrative tools (profiles, outlines, plotlines)",
+    )
     ask.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     ask.add_argument("--retrieval", choices=["embedded", "paper"], help="retrieval preset")
     ask.add_argument("--top-k", type=int, help="blocks given to the LLM (default 5)")

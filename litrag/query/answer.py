@@ -161,6 +161,11 @@ class Answer(BaseModel):
         default_factory=list, description="Extractive mode: the sentences the answer quotes."
     )
     error: str | None = Field(default=None, description="One line, when the LLM failed.")
+    route: dict[str, Any] | None = Field(
+        default=None,
+        description="How a routed engine (litrag.narrative.engine) chose what to read: tool, "
+        "kwargs, reason, by (rules or agent); None: plain passage retrieval, no router.",
+    )
 
 
 @dataclass
@@ -179,6 +184,7 @@ class _Run:
     error: str | None = None
     standalone_question: str | None = None
     deltas: int = 0
+    route: dict[str, Any] | None = None
 
     def answer(self, text: str | None = None) -> Answer:
         return Answer(
@@ -193,6 +199,7 @@ class _Run:
             upto_chapter=self.upto_chapter,
             evidence=self.evidence,
             error=self.error,
+            route=self.route,
         )
 
 
@@ -242,6 +249,11 @@ class AnswerStream:
     @property
     def standalone_question(self) -> str | None:
         return self._run.standalone_question
+
+    @property
+    def route(self) -> dict[str, Any] | None:
+        """The routed engine's choice (tool, kwargs, reason), known before the first piece."""
+        return self._run.route
 
     def __iter__(self) -> Iterator[str]:
         if self._done:

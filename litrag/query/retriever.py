@@ -200,13 +200,24 @@ def book_filters(book_ids: Sequence[str], upto_chapter: SpoilerLimit = None) -> 
     return MetadataFilters(filters=parts, condition=FilterCondition.OR)
 
 
-def character_filters(filters: MetadataFilters, characters: Sequence[str]) -> MetadataFilters:
+def character_filters(
+    filters: MetadataFilters, characters: Sequence[str], every: bool = False
+) -> MetadataFilters:
     """``filters`` and: the block names one of ``characters`` (canonical ids of the character
-    index, payload ``characters``)."""
+    index, payload ``characters``), or each of them with ``every`` (one "any" match per id, so
+    the filter means the same on the embedded store and on a Qdrant server)."""
     if not characters:
         return filters
-    named = MetadataFilter(key="characters", value=list(characters), operator=FilterOperator.IN)
-    return MetadataFilters(filters=[filters, named], condition=FilterCondition.AND)
+    if every:
+        named: list[MetadataFilter | MetadataFilters] = [
+            MetadataFilter(key="characters", value=[c], operator=FilterOperator.IN)
+            for c in dict.fromkeys(characters)
+        ]
+    else:
+        named = [
+            MetadataFilter(key="characters", value=list(characters), operator=FilterOperator.IN)
+        ]
+    return MetadataFilters(filters=[filters, *named], condition=FilterCondition.AND)
 
 
 def _chapter_at_most(n: int) -> MetadataFilter:
@@ -276,9 +287,11 @@ class BookRetriever(BaseRetriever):
         partial_books: Mapping[str, str] | None = None,
         callback_manager: CallbackManager | None = None,
         characters: Sequence[str] | None = None,
+        every_character: bool = False,
     ) -> None:
         super().__init__(callback_manager=callback_manager)
         self.characters = list(characters or [])  # only blocks naming one of them
+        self.every_character = every_character  # ... or naming each of them
         self.vector_store = vector_store
         self.embed_model = embed_model
         self.settings = settings or RetrievalSettings.from_preset("embedded")
@@ -295,7 +308,9 @@ class BookRetriever(BaseRetriever):
         if self.books is not None:
             check_books(ids, self.books, self.partial_books)
         self._filters = character_filters(
-            book_filters(ids, upto_chapter), getattr(self, "characters", [])
+            book_filters(ids, upto_chapter),
+            getattr(self, "characters", []),
+            getattr(self, "every_character", False),
         )  # validates both arguments
         self.book_ids = ids
         self.upto_chapter = upto_chapter

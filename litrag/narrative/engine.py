@@ -1,0 +1,351 @@
+"""Routed answers: the narrative tool a question needs, then a cited answer from what it found.
+
+``NarrativeQueryEngine`` is a LlamaIndex ``BaseQueryEngine`` beside ``BookQueryEngine`` and
+returns the same ``Answer`` / ``AnswerStream``, so the CLI and the UI print it the same way:
+
+- with an LLM that cannot call functions (the embedded default), ``router.route`` picks the tool
+  from the question and the character index; the tool's text (a profile, an outline, ...) and
+  the plot blocks behind it go into the paper's prompt (a "Notes" part before the references),
+  fitted to the context window, and the answer cites exactly the blocks it was given;
+- the ``search_passages`` route, and any tool that finds nothing, is today's ``BookQueryEngine``
+  answer, unchanged;
+- with a function-calling LLM (``llm.metadata.is_function_calling_model``: vLLM-served Qwen3),
+  a LlamaIndex ``FunctionAgent`` calls the tools itself; the answer cites the passages the tool
+  replies carried;
+- without an LLM the answer is the tool's text, labelled as such.
+
+``Answer.route`` records what was chosen, by whom and why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from llama_index.core.base.base_query_engine import BaseQueryEngine
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.base.response.schema import RESPONSE_TYPE, Response, StreamingResponse
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.prompts import ChatPromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from litrag.narrative.characters import CharacterIndex
+from litrag.narrative.router import Route, route
+from litrag.narrative.tools import NarrativeTools, ToolOutput, spread, story_key
+from litrag.query.answer import (
+    CHARS_PER_TOKEN,
+    GUTENQA_SUFFIX,
+    QA_SYSTEM_PROMPT,
+    RUN_KEY,
+    AnswerStream,
+    BookQueryEngine,
+    Source,
+    _Run,
+    describe_llm_error,
+    estimate_tokens,
+    format_chunk,
+)
+
+logger = logging.getLogger(__name__)
+
+# The paper's layout (Book Title / Question / References, the question again last) with the
+# tool's notes first: a small model reads the compiled asset, then the passages it came from.
+NOTES_USER_TEMPLATE = (
+    "Book Title: {title}\nQuestion: {query}\nNotes ({notes_kind}):\n{notes}\n\n"
+    "References:\n{references}\n\nQuestion: {query}\nAnswer:"
+)
+SUMMARY_SUFFIX = "Answer in a few sentences, and be concise."
+SUMMARY_TOOLS = ("character_timeline", "chapter_outline", "events_between")
+NOTES_KIND = {
+    "character_profile": "what the reader knows of the character",
+    "character_timeline": "the character's story in reading order",
+    "chapter_outline": "the chapter's events in reading order",
+    "events_between": "the events of these chapters in reading order",
+    "plotline": "the two characters' story together",
+}
+NOTES_LABEL = "Notes (no LLM; what the reader's guide holds)"
+AGENT_SYSTEM_PROMPT = (
+    f"{QA_SYSTEM_PROMPT} Use the tools to look up the book {{title}}; answer only from what "
+    "they return.{limit} Answer in a few sentences at most, and be concise."
+)
+
+
+def run_sync(coro: Any) -> Any:
+    """Run a coroutine from sync code, also where an event loop is running (a UI thread)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def fit_spread(
+    nodes: Sequence[NodeWithScore], budget_tokens: int
+) -> list[tuple[NodeWithScore, str]]:
+    """As many of ``nodes`` (reading order) as fit ``budget_tokens``, spread evenly over them,
+    with their chunk text; at least the first one, cut to the budget when it alone is too long."""
+    chunks = [format_chunk(n) for n in nodes]
+    costs = [estimate_tokens(c) + 2 for c in chunks]
+    for k in range(len(nodes), 0, -1):
+        picks = spread(list(range(len(nodes))), k)
+        if sum(costs[i] for i in picks) <= budget_tokens:
+            return [(nodes[i], chunks[i]) for i in picks]
+    if not nodes:
+        return []
+    keep = max(int((budget_tokens - 2) * CHARS_PER_TOKEN), 200)
+    return [(nodes[0], chunks[0][:keep] + " [...]")]
+
+
+class NarrativeQueryEngine(BaseQueryEngine):
+    """Route a question to a narrative tool, answer from its notes and their passages.
+
+    Wraps the book's ``BookQueryEngine`` (its retriever, LLM, streaming and failure handling);
+    ``llm``, ``answered_by`` and ``llm_health`` are that engine's, so setting them here sets them
+    there.
+    """
+
+    def __init__(
+        self,
+        tools: NarrativeTools,
+        book_engine: BookQueryEngine,
+        *,
+        index: CharacterIndex | None = None,
+        chapters: int | None = None,
+        use_agent: bool = True,
+        max_agent_steps: int = 6,
+        callback_manager: CallbackManager | None = None,
+    ) -> None:
+        super().__init__(callback_manager=callback_manager or book_engine.callback_manager)
+        self.tools = tools
+        self.book = book_engine
+        self.index = index
+        self.chapters = chapters
+        self.use_agent = use_agent
+        self.max_agent_steps = max_agent_steps
+        self.prompt = ChatPromptTemplate(
+            message_templates=[
+                ChatMessage(role=MessageRole.SYSTEM, content="{system}"),
+                ChatMessage(role=MessageRole.USER, content=NOTES_USER_TEMPLATE),
+            ]
+        )
+
+    # -- the wrapped engine's settings --------------------------------------------------------
+    @property
+    def llm(self) -> Any:
+        return self.book.llm
+
+    @llm.setter
+    def llm(self, value: Any) -> None:
+        self.book.llm = value
+
+    @property
+    def answered_by(self) -> str:
+        return self.book.answered_by
+
+    @answered_by.setter
+    def answered_by(self, value: str) -> None:
+        self.book.answered_by = value
+
+    @property
+    def llm_health(self) -> Any:
+        return self.book.llm_health
+
+    @llm_health.setter
+    def llm_health(self, value: Any) -> None:
+        self.book.llm_health = value
+
+    @property
+    def retriever(self) -> Any:
+        return self.book.retriever
+
+    @property
+    def streaming(self) -> bool:
+        return self.book.streaming
+
+    @streaming.setter
+    def streaming(self, value: bool) -> None:
+        self.book.streaming = value
+
+    @property
+    def title(self) -> str:
+        return self.book.title
+
+    def close(self) -> None:
+        """Close the asset store (the block store is the caller's, as for BookQueryEngine)."""
+        if self.tools.assets is not None:
+            self.tools.assets.close()
+
+    def _get_prompts(self) -> PromptDictType:
+        return {"notes_prompt": self.prompt}
+
+    def _update_prompts(self, prompts: PromptDictType) -> None:
+        if "notes_prompt" in prompts:
+            self.prompt = prompts["notes_prompt"]  # type: ignore[assignment]
+
+    def _get_prompt_modules(self) -> PromptMixinType:
+        return {"book_engine": self.book}
+
+    # -- answering ----------------------------------------------------------------------------
+    def route(self, question: str) -> Route:
+        return route(question, self.index, upto_chapter=self.tools.limit(), chapters=self.chapters)
+
+    def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
+        question = query_bundle.query_str.strip()
+        if not question:
+            raise ValueError("the question is empty")
+        llm = self.llm
+        if llm is not None and self.use_agent and llm.metadata.is_function_calling_model:
+            return self._agent_answer(question)
+        chosen = self.route(question)
+        if chosen.tool == "search_passages":
+            return self._plain(question, chosen)
+        out = self.tools.run(chosen.tool, chosen.kwargs)
+        if not out.found:
+            fell = Route(
+                "search_passages",
+                {"query": question},
+                f"{chosen.describe()} found nothing ({out.text.splitlines()[0]})",
+                by="fallback",
+            )
+            return self._plain(question, fell)
+        return self._notes_answer(question, chosen, out)
+
+    async def _aquery(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
+        return self._query(query_bundle)
+
+    def ask(self, question: str) -> AnswerStream:
+        """Answer ``question``; iterate the result for text, then ``.answer()``."""
+        return AnswerStream.from_response(self.query(question))
+
+    def _plain(self, question: str, chosen: Route) -> RESPONSE_TYPE:
+        """Today's passage answer, with the route recorded."""
+        response = self.book.query(QueryBundle(question))
+        run = (response.metadata or {}).get(RUN_KEY)
+        if isinstance(run, _Run):
+            run.route = chosen.as_dict()
+        return response
+
+    def _run(self, question: str, chosen: Route, out: ToolOutput | None) -> _Run:
+        what = f"narrative tool {chosen.tool}" if out is not None else "narrative tools (agent)"
+        if out is not None and out.note:
+            what += f" ({out.note})"
+        return _Run(
+            question=question,
+            sources=[],
+            mode="llm",
+            answered_by=self.answered_by,
+            retrieval=f"{what}; blocks behind it fetched by id",
+            book_ids=[self.tools.book_id],
+            upto_chapter=self.tools.limit(),
+            route=chosen.as_dict(),
+        )
+
+    def messages(self, question: str, tool: str, notes: str, chunks: Sequence[str]) -> list:
+        """The chat sent to the LLM for a tool's notes and these formatted chunks."""
+        suffix = SUMMARY_SUFFIX if tool in SUMMARY_TOOLS else GUTENQA_SUFFIX
+        return self.prompt.format_messages(
+            system=f"{QA_SYSTEM_PROMPT} {suffix}",
+            title=self.title,
+            query=question,
+            notes_kind=NOTES_KIND.get(tool, tool),
+            notes=notes,
+            references="\n\n".join(chunks) or "(none)",
+        )
+
+    def _budget(self, question: str, tool: str) -> int:
+        llm = self.llm
+        window = llm.metadata.context_window
+        empty = self.messages(question, tool, "", [])
+        overhead = sum(estimate_tokens(m.content or "") for m in empty) + 150
+        return max(window - self.book.answer_tokens - overhead, 256)
+
+    def _notes_answer(self, question: str, chosen: Route, out: ToolOutput) -> RESPONSE_TYPE:
+        run = self._run(question, chosen, out)
+        meta = {RUN_KEY: run}
+        llm = self.llm
+        if llm is None:  # the notes themselves, labelled, and the blocks they came from
+            used = out.passages(self.book.retriever.settings.top_k)
+            run.mode, run.answered_by = "extractive", "extractive (no LLM)"
+            run.text = f"{NOTES_LABEL}: {out.text}"
+            run.sources = [Source.from_node(i, n) for i, n in enumerate(used, start=1)]
+            return self._respond(run, used, meta)
+        budget = self._budget(question, chosen.tool)
+        notes = out.text
+        room = int(budget / 2 * CHARS_PER_TOKEN)  # notes take at most half the room
+        if len(notes) > room:
+            notes = notes[:room].rsplit("\n", 1)[0] + "\n[...]"
+        fitted = fit_spread(out.sources, budget - estimate_tokens(notes))
+        used = [n for n, _ in fitted]
+        run.sources = [Source.from_node(i, n) for i, n in enumerate(used, start=1)]
+        messages = self.messages(question, chosen.tool, notes, [c for _, c in fitted])
+        if self.streaming:
+            pieces = self.book._guarded(lambda: llm.stream_chat(messages), run)
+            return StreamingResponse(response_gen=pieces, source_nodes=used, metadata=meta)
+        for _ in self.book._guarded(lambda: iter([llm.chat(messages)]), run, full=True):
+            pass
+        return Response(run.text, source_nodes=used, metadata=meta)
+
+    def _respond(self, run: _Run, used: list[NodeWithScore], meta: dict[str, Any]) -> RESPONSE_TYPE:
+        if self.streaming:
+            return StreamingResponse(
+                response_gen=iter([run.text]), source_nodes=used, metadata=meta
+            )
+        return Response(run.text, source_nodes=used, metadata=meta)
+
+    # -- a function-calling LLM ---------------------------------------------------------------
+    def _agent_answer(self, question: str) -> RESPONSE_TYPE:
+        """A ``FunctionAgent`` over the tools; the answer cites the passages its tool replies
+        carried (reading order). A failed LLM call keeps what the tools found."""
+        from llama_index.core.agent.workflow import FunctionAgent, ToolCallResult
+
+        limit = self.tools.limit()
+        seen = f" The reader has read up to chapter {limit}." if limit is not None else ""
+        agent = FunctionAgent(
+            tools=self.tools.as_tools(),
+            llm=self.llm,
+            system_prompt=AGENT_SYSTEM_PROMPT.format(title=self.title, limit=seen),
+            streaming=False,
+        )
+        results: list[ToolCallResult] = []
+
+        async def go() -> Any:
+            handler = agent.run(user_msg=question, max_iterations=self.max_agent_steps)
+            async for ev in handler.stream_events():
+                if isinstance(ev, ToolCallResult):
+                    results.append(ev)
+            return await handler
+
+        text, error = "", None
+        try:
+            output = run_sync(go())
+            text = str(output.response.content or "")
+        except Exception as exc:  # network, timeout, too many steps: keep what was found
+            error = describe_llm_error(
+                exc, midstream=False, api_base=str(getattr(self.llm, "api_base", ""))
+            )
+            logger.warning("the agent failed: %s", error)
+        outs = [r.tool_output.raw_output for r in results]
+        outs = [o for o in outs if isinstance(o, ToolOutput)]
+        calls = [{"tool": o.tool, "args": o.args, "found": o.found} for o in outs]
+        first = outs[0] if outs else None
+        chosen = Route(
+            first.tool if first else "none",
+            dict(first.args) if first else {},
+            f"chosen by the function-calling LLM ({len(calls)} tool calls)",
+            by="agent",
+            calls=calls,
+        )
+        run = self._run(question, chosen, None)
+        run.text, run.error = text, error
+        used: dict[str, NodeWithScore] = {}
+        for o in outs:
+            for n in o.passages():
+                used.setdefault(n.node.node_id, n)
+        ordered = sorted(used.values(), key=story_key)
+        run.sources = [Source.from_node(i, n) for i, n in enumerate(ordered, start=1)]
+        return self._respond(run, ordered, {RUN_KEY: run})
