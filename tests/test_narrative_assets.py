@@ -55,6 +55,21 @@ def test_check_extraction_keeps_good_items_and_names_the_bad():
     assert len(out.extraction.facts) == 1 and check_extraction(GOOD).valid
 
 
+def test_placeholder_sentences_are_problems_not_assets():
+    """Seen from the packaged 1.5B model: "..." as a fact or an event when it has nothing."""
+    filler = json.loads(json.dumps(GOOD))
+    filler["facts"].append({"entity": GOOD["entities"][0]["name"], "fact": "..."})
+    filler["events"].append({"summary": " - ", "participants": []})
+    filler["entities"][0]["description"] = "..."
+    out = check_extraction(filler)
+    assert not out.valid
+    assert any("placeholder" in p and p.startswith("facts[") for p in out.problems)
+    assert any("placeholder" in p and p.startswith("events[") for p in out.problems)
+    kept = out.extraction
+    assert len(kept.facts) == len(GOOD["facts"]) and len(kept.events) == len(GOOD["events"])
+    assert kept.entities[0].description == ""  # optional text: blanked, the entity kept
+
+
 def test_retry_on_invalid_json_then_valid(tmp_path):
     llm = ScriptedLLM(["not json at all", '{"entities": [', json.dumps(GOOD)])
     ex = AssetExtractor(llm, cache_dir=tmp_path, max_retries=2)

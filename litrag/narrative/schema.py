@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from llama_index.core.bridge.pydantic import BaseModel, Field, ValidationError
+from llama_index.core.bridge.pydantic import BaseModel, Field, ValidationError, field_validator
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -40,6 +40,19 @@ _TYPE_WORDS: dict[str, str] = {
 }
 MAX_ENTITIES, MAX_RELATIONS, MAX_EVENTS, MAX_FACTS = 10, 8, 6, 10
 MAX_TEXT = 200  # characters of a description, fact or summary
+MIN_LETTERS = 3  # fewer: a placeholder ("...", "-", "N/A"), not a sentence
+
+
+def _letters(text: str) -> int:
+    return sum(ch.isalpha() for ch in text)
+
+
+def _sentence(text: str) -> str:
+    """Small models fill a required sentence with "..." when they have nothing: an item
+    without a sentence is a problem (told on the retry), not an asset."""
+    if _letters(text) < MIN_LETTERS:
+        raise ValueError(f"{text!r} is a placeholder, not a sentence")
+    return text
 
 
 class Entity(BaseModel):
@@ -48,6 +61,11 @@ class Entity(BaseModel):
     name: str = Field(min_length=1, max_length=80, description="As the passage writes it, fullest.")
     type: EntityType = Field(description="person, animal, group, place or object.")
     description: str = Field(default="", max_length=MAX_TEXT, description="One short sentence.")
+
+    @field_validator("description")
+    @classmethod
+    def _no_placeholder(cls, v: str) -> str:
+        return v if _letters(v) >= MIN_LETTERS else ""  # optional: a placeholder is no text
 
 
 class Relation(BaseModel):
@@ -66,12 +84,16 @@ class Event(BaseModel):
     participants: list[str] = Field(default_factory=list, description="Entity names.")
     time: str = Field(default="", max_length=60, description="A time cue from the text, or ''.")
 
+    _summary = field_validator("summary")(_sentence)
+
 
 class Fact(BaseModel):
     """An atomic fact about one entity, as the passage states it."""
 
     entity: str = Field(min_length=1, max_length=80, description="An entity name.")
     fact: str = Field(min_length=1, max_length=MAX_TEXT, description="One short sentence.")
+
+    _fact = field_validator("fact")(_sentence)
 
 
 class BlockExtraction(BaseModel):
