@@ -262,11 +262,19 @@ def open_asset_store(s: Settings) -> Any:
 
 
 def build_routed_engine(
-    s: Settings, book_ids: str | list[str], *, use_agent: bool = True, **kwargs: Any
+    s: Settings,
+    book_ids: str | list[str],
+    *,
+    use_agent: bool = True,
+    assets: Any = None,
+    **kwargs: Any,
 ) -> Any:
     """A ``NarrativeQueryEngine`` for one book with a character index or assets, routing each
     question to a narrative tool; else (several books, neither index nor assets) the plain
-    ``BookQueryEngine`` of ``build_query_engine(s, book_ids, **kwargs)``."""
+    ``BookQueryEngine`` of ``build_query_engine(s, book_ids, **kwargs)``.
+
+    ``assets``: an ``AssetStore`` the caller holds open (the chat UI's, which keeps the embedded
+    lock for its life); without it the engine opens its own and ``close()`` closes it."""
     from litrag.ingestion.library import Library
     from litrag.narrative.engine import NarrativeQueryEngine
     from litrag.narrative.index import load_index
@@ -279,9 +287,12 @@ def build_routed_engine(
         return engine
     book_id = ids[0]
     index = load_index(s.home, book_id)
-    assets = open_asset_store(s)
+    shared = assets is not None
+    if assets is None:
+        assets = open_asset_store(s)
     if assets is not None and assets.count(book_id) == 0:
-        assets.close()
+        if not shared:
+            assets.close()
         assets = None
     if index is None and assets is None:
         return engine
@@ -295,4 +306,5 @@ def build_routed_engine(
         index=index,
         chapters=record.chapters if record is not None else None,
         use_agent=use_agent,
+        owns_assets=not shared,
     )

@@ -279,6 +279,33 @@ def test_the_characters_panel_shows_the_profile_as_of_the_slider(shelf, alice_wi
         service.close()
 
 
+def test_the_chat_routes_to_the_assets_and_a_replaced_book_loses_them(
+    shelf, ingested, alice_without_assets, tmp_path
+):
+    """The UI's answers route as `litrag ask` does, through the asset store the service holds
+    (one embedded lock per process); dropping the book through the UI's library (what an upload
+    of a changed file does first) takes its assets with it, through that same store."""
+    from litrag.app.service import ChatService
+
+    home = tmp_path / "home"
+    shutil.copytree(shelf.home, home)
+    service = ChatService(Settings(home=home))
+    try:
+        stream, _ = service.ask("Who is Buck?", [WILD], upto_chapter=1, use_llm=False)
+        answer = stream.answer()
+        assert answer.route and answer.route["tool"] == "character_profile", answer.route
+        assert "Buck is read in chapter 1" in answer.text and "chapter 2" not in answer.text
+        assert answer.sources and {s.chapter_index for s in answer.sources} == {1}
+        plain, _ = service.ask("Who is Buck?", [WILD, ALICE], use_llm=False)  # two books
+        assert plain.answer().route is None
+        assets = service.asset_store()
+        assert assets is not None and assets.count(WILD) > 0
+        service.library()._drop_nodes(WILD)
+        assert assets.count(WILD) == 0 and load_extractions(home, WILD) is None
+    finally:
+        service.close()
+
+
 @pytest.mark.llm
 def test_a_real_local_llm_is_not_started_for_a_cached_rerun(shelf, ingested, tmp_path):
     """SmolLM2 behind llama.cpp's server, started by the CLI itself on the first miss."""

@@ -23,7 +23,7 @@ from litrag.builders import (
     build_character_indexer,
     build_embed_model,
     build_parser,
-    build_query_engine,
+    build_routed_engine,
 )
 from litrag.embeddings import SentenceWindowEncoder
 from litrag.ingestion.library import BookRecord, IngestReport, Library
@@ -148,6 +148,7 @@ class ChatService:
                     build_parser(self.settings),
                     max_bytes=self.max_bytes,
                     characters=build_character_indexer(self.settings),
+                    assets=_SharedAssetRemover(self),
                 )
             return self._library
 
@@ -326,9 +327,12 @@ class ChatService:
             if use_llm
             else _concat_follow_up(message, history)
         )
-        engine = build_query_engine(
+        # One book with a character index or assets: the question goes to a narrative tool
+        # (profile, outline, plotline...) as in `litrag ask`; else the plain passage answer.
+        engine = build_routed_engine(
             self.settings,
             list(book_ids),
+            assets=self.asset_store(),
             upto_chapter=upto_chapter,
             llm=llm,
             llm_description=self.answer_llm.description if llm is not None else None,
@@ -359,6 +363,26 @@ class ChatService:
             self._assets.close()
         if hasattr(self.store, "close"):
             self.store.close()
+
+
+class _SharedAssetRemover:
+    """The library's hook for a removed or replaced book (an upload of a changed file): its
+    assets go too, through the asset store this process already holds (the embedded lock is
+    one per process) rather than a second opening of it."""
+
+    def __init__(self, service: ChatService) -> None:
+        self.service = service
+
+    def remove(self, book_id: str) -> None:
+        from litrag.narrative.asset_store import remove_graph
+        from litrag.narrative.assets import extractions_path
+
+        extractions_path(self.service.home, book_id).unlink(missing_ok=True)
+        assets = self.service.asset_store()
+        if assets is None:
+            remove_graph(self.service.home, book_id)
+        else:
+            assets.remove_book(book_id)
 
 
 def _concat_follow_up(message: str, history: Sequence[Turn]) -> str:

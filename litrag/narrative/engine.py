@@ -118,8 +118,11 @@ class NarrativeQueryEngine(BaseQueryEngine):
         chapters: int | None = None,
         use_agent: bool = True,
         max_agent_steps: int = 6,
+        owns_assets: bool = True,
         callback_manager: CallbackManager | None = None,
     ) -> None:
+        """``owns_assets=False``: the asset store is the caller's (the chat UI's) and
+        ``close()`` leaves it open."""
         super().__init__(callback_manager=callback_manager or book_engine.callback_manager)
         self.tools = tools
         self.book = book_engine
@@ -127,6 +130,7 @@ class NarrativeQueryEngine(BaseQueryEngine):
         self.chapters = chapters
         self.use_agent = use_agent
         self.max_agent_steps = max_agent_steps
+        self.owns_assets = owns_assets
         self.prompt = ChatPromptTemplate(
             message_templates=[
                 ChatMessage(role=MessageRole.SYSTEM, content="{system}"),
@@ -177,7 +181,7 @@ class NarrativeQueryEngine(BaseQueryEngine):
 
     def close(self) -> None:
         """Close the asset store (the block store is the caller's, as for BookQueryEngine)."""
-        if self.tools.assets is not None:
+        if self.tools.assets is not None and self.owns_assets:
             self.tools.assets.close()
 
     def _get_prompts(self) -> PromptDictType:
