@@ -290,7 +290,7 @@ def build_routed_engine(
     shared = assets is not None
     if assets is None:
         assets = open_asset_store(s)
-    if assets is not None and assets.count(book_id) == 0:
+    if assets is not None and not assets.has_book(book_id):
         if not shared:
             assets.close()
         assets = None

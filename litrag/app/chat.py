@@ -581,42 +581,41 @@ class ChatApp:
                 outputs=[msg, chatbot, sources, info, state, last],
                 api_name="chat",
             )
-            books.change(
-                self.select_books,
-                inputs=[books, upto, state],
-                outputs=[upto, chapters, state],
-                api_name="select_books",
-            ).then(
-                self.characters_markdown,
-                inputs=[books, upto],
-                outputs=[people],
-                api_visibility="private",
-            ).then(
-                self.profile_choices,
-                inputs=[books, upto, who],
-                outputs=[who],
-                api_visibility="private",
-            ).then(
-                self.profile_markdown,
-                inputs=[books, upto, who],
-                outputs=[profile],
-                api_visibility="private",
+
+            def then_profile(event: Any) -> None:
+                """After the character table: the dropdown of those met, then the profile."""
+                event.then(
+                    self.profile_choices,
+                    inputs=[books, upto, who],
+                    outputs=[who],
+                    api_visibility="private",
+                ).then(
+                    self.profile_markdown,
+                    inputs=[books, upto, who],
+                    outputs=[profile],
+                    api_visibility="private",
+                )
+
+            then_profile(
+                books.change(
+                    self.select_books,
+                    inputs=[books, upto, state],
+                    outputs=[upto, chapters, state],
+                    api_name="select_books",
+                ).then(
+                    self.characters_markdown,
+                    inputs=[books, upto],
+                    outputs=[people],
+                    api_visibility="private",
+                )
             )
-            upto.release(
-                self.characters_markdown,
-                inputs=[books, upto],
-                outputs=[people],
-                api_name="characters",
-            ).then(
-                self.profile_choices,
-                inputs=[books, upto, who],
-                outputs=[who],
-                api_visibility="private",
-            ).then(
-                self.profile_markdown,
-                inputs=[books, upto, who],
-                outputs=[profile],
-                api_visibility="private",
+            then_profile(
+                upto.release(
+                    self.characters_markdown,
+                    inputs=[books, upto],
+                    outputs=[people],
+                    api_name="characters",
+                )
             )
             who.input(
                 self.profile_markdown,

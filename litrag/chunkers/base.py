@@ -7,7 +7,6 @@ chunkers here know their offsets, so they build nodes with ``slice_node`` and ke
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +20,8 @@ from llama_index.core.schema import (
     TextNode,
 )
 from llama_index.core.utils import get_tqdm_iterable
+
+from litrag.segment.sync import run_sync as run_sync  # the chunkers take it from here
 
 Span = tuple[int, int]
 
@@ -93,15 +94,3 @@ class SpanNodeParser(ExactOffsetsNodeParser):
             for span in self.split_spans(text):
                 out.append(slice_node(self, doc, source, text, span, len(out)))
         return out
-
-
-def run_sync(coro: Any) -> Any:
-    """Run a coroutine from sync code, also inside a running event loop (notebooks)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()

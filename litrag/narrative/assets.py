@@ -308,9 +308,9 @@ class AssetExtractor:
         *,
         show_progress: bool = False,
     ) -> BookExtractions:
-        from litrag.segment.parser import _run_sync
+        from litrag.segment.sync import run_sync
 
-        return _run_sync(self.aextract(blocks, book, show_progress=show_progress))
+        return run_sync(self.aextract(blocks, book, show_progress=show_progress))
 
     def _count(self, rec: BlockRecord) -> None:
         s = self.summary

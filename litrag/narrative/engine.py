@@ -19,15 +19,13 @@ returns the same ``Answer`` / ``AnswerStream``, so the CLI and the UI print it t
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.base.response.schema import RESPONSE_TYPE, Response, StreamingResponse
+from llama_index.core.base.response.schema import RESPONSE_TYPE
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.prompts import ChatPromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
@@ -49,6 +47,7 @@ from litrag.query.answer import (
     estimate_tokens,
     format_chunk,
 )
+from litrag.segment.sync import run_sync
 
 logger = logging.getLogger(__name__)
 
@@ -72,16 +71,6 @@ AGENT_SYSTEM_PROMPT = (
     f"{QA_SYSTEM_PROMPT} Use the tools to look up the book {{title}}; answer only from what "
     "they return.{limit} Answer in a few sentences at most, and be concise."
 )
-
-
-def run_sync(coro: Any) -> Any:
-    """Run a coroutine from sync code, also where an event loop is running (a UI thread)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def fit_spread(
@@ -287,19 +276,10 @@ class NarrativeQueryEngine(BaseQueryEngine):
         used = [n for n, _ in fitted]
         run.sources = [Source.from_node(i, n) for i, n in enumerate(used, start=1)]
         messages = self.messages(question, chosen.tool, notes, [c for _, c in fitted])
-        if self.streaming:
-            pieces = self.book._guarded(lambda: llm.stream_chat(messages), run)
-            return StreamingResponse(response_gen=pieces, source_nodes=used, metadata=meta)
-        for _ in self.book._guarded(lambda: iter([llm.chat(messages)]), run, full=True):
-            pass
-        return Response(run.text, source_nodes=used, metadata=meta)
+        return self.book.call_llm(messages, run, used, meta)
 
     def _respond(self, run: _Run, used: list[NodeWithScore], meta: dict[str, Any]) -> RESPONSE_TYPE:
-        if self.streaming:
-            return StreamingResponse(
-                response_gen=iter([run.text]), source_nodes=used, metadata=meta
-            )
-        return Response(run.text, source_nodes=used, metadata=meta)
+        return self.book._respond(run, used, meta)
 
     # -- a function-calling LLM ---------------------------------------------------------------
     def _agent_answer(self, question: str) -> RESPONSE_TYPE:

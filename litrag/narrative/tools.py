@@ -138,7 +138,7 @@ class NarrativeTools:
     def has_assets(self) -> bool:
         """True when the asset store holds this book's assets (checked once)."""
         if self._has_assets is None:
-            self._has_assets = self.assets is not None and self.assets.count(self.book_id) > 0
+            self._has_assets = self.assets is not None and self.assets.has_book(self.book_id)
         return self._has_assets
 
     def limit(self, upto_chapter: Any = None) -> int | None:
@@ -204,6 +204,21 @@ class NarrativeTools:
         return self._by_id(
             [b for a in assets for b in a.metadata.get("source_blocks") or []], limit
         )
+
+    def _from_assets(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        text: str,
+        used: Sequence[BaseNode],
+        limit: int | None,
+        sources: list[NodeWithScore] | None = None,
+    ) -> ToolOutput:
+        """What a tool found in the LLM assets: their text, the blocks behind them, their ids."""
+        if sources is None:
+            sources = self._behind(used, limit)
+        ids = [n.node_id for n in used]
+        return ToolOutput(tool, args, text, sources, True, limit, asset_ids=ids)
 
     def _chapter_blocks(
         self, first: int, last: int, ids: Sequence[str] = (), every: bool = False
@@ -292,16 +307,7 @@ class NarrativeTools:
                 if node is not None:
                     break
         if node is not None:
-            sources = self._behind([node], limit)
-            return ToolOutput(
-                "character_profile",
-                args,
-                node.get_content(),
-                sources,
-                True,
-                limit,
-                asset_ids=[node.node_id],
-            )
+            return self._from_assets("character_profile", args, node.get_content(), [node], limit)
         note = NO_ASSETS if not self.has_assets else f"no LLM-built profile of {who.name}"
         text = self._facts_of(who, limit) + "\nThe passages below name " + who.name + "."
         sources = self._about(who, limit)
@@ -344,15 +350,8 @@ class NarrativeTools:
             first = who.character.first_chapter if who.character else None
             head = f"Timeline of {who.name}{self._upto(limit)}"
             head += f" (first named in chapter {first})." if first else "."
-            return ToolOutput(
-                "character_timeline",
-                args,
-                "\n".join([head, *lines]),
-                sources,
-                True,
-                limit,
-                asset_ids=[n.node_id for n in ordered],
-            )
+            text = "\n".join([head, *lines])
+            return self._from_assets("character_timeline", args, text, ordered, limit, sources)
         note = NO_ASSETS if not self.has_assets else f"no LLM-built facts or events of {who.name}"
         sources = self._about(who, limit)
         text = self._facts_of(who, limit) + f"\nThe passages below name {who.name}, in order."
@@ -370,16 +369,7 @@ class NarrativeTools:
         if self.has_assets and self.assets is not None:
             node = self.assets.outline(self.book_id, chapter, limit)
         if node is not None:
-            sources = self._behind([node], limit)
-            return ToolOutput(
-                "chapter_outline",
-                args,
-                node.get_content(),
-                sources,
-                True,
-                limit,
-                asset_ids=[node.node_id],
-            )
+            return self._from_assets("chapter_outline", args, node.get_content(), [node], limit)
         blocks = self._chapter_blocks(chapter, chapter)
         if not blocks:
             return ToolOutput("chapter_outline", args, f"No chapter {chapter}.", [], False, limit)
@@ -433,16 +423,7 @@ class NarrativeTools:
                     parts.append("\n".join(cut))
                 text = "\n\n".join(parts)
         if used:
-            sources = self._behind(used, limit)
-            return ToolOutput(
-                "events_between",
-                args,
-                text,
-                sources,
-                True,
-                limit,
-                asset_ids=[n.node_id for n in used],
-            )
+            return self._from_assets("events_between", args, text, used, limit)
         ids = who.ids[:1] if who is not None else ()
         blocks = self._chapter_blocks(a, b, ids)
         if not blocks:
@@ -507,10 +488,7 @@ class NarrativeTools:
                 lines += [f"- (ch. {n.metadata['chapter_index']}) {n.get_content()}" for n in rels]
             text = "\n".join(lines)
         if used:
-            sources = self._behind(used, limit)
-            return ToolOutput(
-                "plotline", args, text, sources, True, limit, asset_ids=[n.node_id for n in used]
-            )
+            return self._from_assets("plotline", args, text, used, limit)
         both = [who_a.ids[0], who_b.ids[0]]
         query = f"{who_a.name} {who_b.name}"
         sources = sorted(self._search(query, limit, both, every=True), key=story_key)

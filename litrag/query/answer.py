@@ -542,6 +542,19 @@ class BookQueryEngine(BaseQueryEngine):
             for i, n in enumerate(used, start=1)
         ]
         messages = self.messages(question, [c for _, c in fitted])
+        return self.call_llm(messages, run, used, meta)
+
+    def call_llm(
+        self,
+        messages: list[ChatMessage],
+        run: _Run,
+        used: list[NodeWithScore],
+        meta: dict[str, Any],
+    ) -> RESPONSE_TYPE:
+        """The LLM's answer to ``messages``, streamed or whole, failures kept in ``run``; also
+        the routed engine's (``litrag.narrative.engine``), which builds other messages."""
+        llm = self.llm
+        assert llm is not None
         if self.streaming:
             pieces = self._guarded(lambda: llm.stream_chat(messages), run)
             return StreamingResponse(response_gen=pieces, source_nodes=used, metadata=meta)

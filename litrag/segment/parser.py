@@ -26,6 +26,7 @@ from litrag.segment.prompts import PROMPT_VERSION
 from litrag.segment.reconstruct import context_views, enforce_cap
 from litrag.segment.sentences import Sentence, split_sentences
 from litrag.segment.subtitles import make_subtitles
+from litrag.segment.sync import run_sync
 from litrag.segment.units import split_unit
 from litrag.segment.validation import Block
 
@@ -316,7 +317,7 @@ class LitSegNodeParser(NodeParser):
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
     ) -> list[BaseNode]:
         if self.segmenter != "offline":
-            return _run_sync(self._aparse_nodes(nodes, show_progress=show_progress, **kwargs))
+            return run_sync(self._aparse_nodes(nodes, show_progress=show_progress, **kwargs))
         t0 = time.perf_counter()
         prep = self._prepare(nodes)
         offline = OfflineSegmenter(
@@ -483,18 +484,6 @@ class LitSegNodeParser(NodeParser):
 
 
 CONTEXT_JOIN = "\n[...]\n"
-
-
-def _run_sync(coro: Any) -> Any:
-    """Run a coroutine from sync code, also when an event loop is already running (notebooks)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def _slice(text: str, sentences: list[Sentence], block: Block) -> str:
