@@ -37,13 +37,12 @@ def _answer(engine: Any, question: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     stream = AnswerStream.from_response(engine.query(question))
     ans = stream.answer()
-    meta = ans.model_dump() if hasattr(ans, "model_dump") else {}
     return {
         "answer": ans.text,
         "error": ans.error,
         "mode": ans.mode,
-        "route": meta.get("route"),
-        "sources": [s.citation() if hasattr(s, "citation") else str(s) for s in ans.sources],
+        "route": ans.route,
+        "sources": [s.citation() for s in ans.sources],
         "source_chapters": sorted({s.chapter_index for s in ans.sources if s.chapter_index}),
         "seconds": round(time.perf_counter() - t0, 1),
     }
@@ -164,8 +163,7 @@ def main() -> int:
     if hasattr(store, "close"):
         store.close()
     table = summarise(list(done.values()))
-    llm_name = answer_llm.description if hasattr(answer_llm, "description") else ""
-    (args.out / "summary.md").write_text(f"{table}\n\nAnswer LLM: {llm_name}\n")
+    (args.out / "summary.md").write_text(f"{table}\n\nAnswer LLM: {answer_llm.description}\n")
     print(table)
     return 0
 
