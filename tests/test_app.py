@@ -348,7 +348,11 @@ def test_local_llm_killed_mid_answer_is_reported_in_the_chat(app, tmp_path):
     assert shown.startswith(answer["text"]) and f"⚠ {crash}" in shown
     assert "bash scripts/install_llama_cpp.sh" in shown and "--no-llm" in shown
     assert line.startswith(f"⚠ {crash}")
-    assert len(answer["sources"]) == 5 and "[1] The Call of the Wild" in sources
+    # The UI routes this question to a narrative tool (the book has a character index): its
+    # sources are the blocks behind the tool's notes, as many as fit; a plain answer has top 5.
+    routed = (answer.get("route") or {}).get("tool", "search_passages") != "search_passages"
+    assert answer["sources"] and (routed or len(answer["sources"]) == 5)
+    assert "[1] The Call of the Wild" in sources
     assert again["error"].startswith(crash) and again["sources"]
 
 
