@@ -39,7 +39,7 @@ def main() -> int:
     items = [json.loads(line) for f in args.questions for line in f.read_text().splitlines()]
     s = Settings(home=args.home.expanduser().resolve())
     embed = build_embed_model(s)
-    retrieval = RetrievalSettings.from_env(s.retrieval)
+    retrieval = RetrievalSettings.from_settings(s)
     if args.top_k:
         retrieval.top_k = args.top_k
     rows: dict[int, list[dict[str, Any]]] = {}

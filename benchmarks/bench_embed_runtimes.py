@@ -31,7 +31,8 @@ def sample_texts(n: int) -> list[str]:
     """``n`` texts in an ingest's mix: block windows first, then sentence windows, interleaved."""
     from llama_index.core import Document
 
-    from litrag.embeddings import SentenceWindowEncoder, _hf_tokenizer, minilm_path
+    from litrag.models.embedders import _hf_tokenizer, minilm_path
+    from litrag.query.windows import SentenceWindowEncoder
     from litrag.segment import LitSegNodeParser
 
     book = Path(__file__).resolve().parents[1] / "litrag" / "data" / "pg215_call_of_the_wild.txt"
@@ -146,10 +147,10 @@ def retrieval_mrr(model_path: Path, name: str, cache_dir: Path, books: Path | No
     with the MiniLM run through ONNX Runtime from ``model_path``."""
     import onnxruntime as ort
 
-    from litrag.embeddings import WindowedEmbedding
     from litrag.eval.embedding_cache import CachedEmbedder, EmbeddingCache
     from litrag.eval.questions import load_questions
     from litrag.eval.retrieval import evaluate_retrieval, parse_modes
+    from litrag.models.embedders import WindowedEmbedding
 
     data = books or Path(__file__).resolve().parents[2] / "shared" / "data"
     questions = load_questions(data / "gutenqa" / "questions.jsonl")
@@ -199,7 +200,7 @@ def main() -> None:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from litrag.embeddings import minilm_path
+    from litrag.models.embedders import minilm_path
 
     torch.set_num_threads(args.threads)
     texts = sample_texts(args.texts)
@@ -227,7 +228,7 @@ def main() -> None:
         report(f"torch batch {bs}", vecs, secs, ref)
         if ref is None:
             ref = vecs
-    from litrag.openvino_model import OpenVINOSentenceModel, available
+    from litrag.models.openvino import OpenVINOSentenceModel, available
 
     if available():  # the library's own backend (WindowedEmbedding(backend="openvino"))
         for precision in ("f32", "bf16"):

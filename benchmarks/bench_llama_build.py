@@ -43,7 +43,7 @@ print(json.dumps({"prefill_tps": len(ids) / (t1 - t0), "decode_tps": n_gen / (t2
 def model_path(name: str) -> Path:
     if Path(name).is_file():
         return Path(name)
-    from litrag.local_llm import local_model_path
+    from litrag.models.llama_server import local_model_path
 
     return local_model_path(name)
 

@@ -87,7 +87,7 @@ def bench_llm(
     from litrag import LitSegNodeParser
     from litrag.ingestion.chapters import split_chapters
     from litrag.ingestion.gutenberg import load_book
-    from litrag.local_llm import LlamaServer, local_model_path
+    from litrag.models.llama_server import LlamaServer, local_model_path
 
     class InFlight(BaseEventHandler):
         now: int = 0

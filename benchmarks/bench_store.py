@@ -75,6 +75,33 @@ def build_nodes(books: Path, max_words: int, copies: int = 1) -> tuple[list[Any]
     return nodes, vecs
 
 
+def edge_bm25_encoders() -> tuple[Any, Any]:
+    """``(sparse_doc_fn, sparse_query_fn)`` from Edge's offline ``Bm25`` (pair it with IDF).
+
+    Documents get BM25 term-frequency weights, queries weight 1 per unique term; the engine's IDF
+    modifier completes BM25. Both backends take the same callables.
+    """
+    import qdrant_edge as qe
+
+    model = qe.Bm25()
+
+    def encode(embed: Any, texts: list[str]) -> tuple[list[list[int]], list[list[float]]]:
+        idx, vals = [], []
+        for t in texts:
+            v = embed(t)
+            idx.append(v.indices)
+            vals.append(v.values)
+        return idx, vals
+
+    def docs(texts: list[str]) -> tuple[list[list[int]], list[list[float]]]:
+        return encode(model.embed_document, texts)
+
+    def queries(texts: list[str]) -> tuple[list[list[int]], list[list[float]]]:
+        return encode(model.embed_query, texts)
+
+    return docs, queries
+
+
 def open_store(
     backend: str, path: Path, doc_fn: Any, query_fn: Any, idf_scope: str = "collection"
 ) -> Any:
@@ -129,7 +156,6 @@ def run_backend(
         VectorStoreQueryMode,
     )
 
-    from litrag.query.edge_store import edge_bm25_encoders
     from litrag.segment.offline import StaticVectors
 
     warnings.filterwarnings("ignore", message=".*Local mode is not recommended.*")

@@ -6,16 +6,31 @@ Every import of a backend is inside the builder that needs it, so importing this
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from litrag.settings import Settings, focus_words, llm_backend
 
+if TYPE_CHECKING:
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.core.llms import LLM
+    from llama_index.core.postprocessor.types import BaseNodePostprocessor
+    from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-def build_embed_model(s: Settings) -> Any:
-    from litrag.embeddings import WindowedEmbedding, minilm_path
+    from litrag.ingestion.library import BookRecord
+    from litrag.models.llama_server import LlamaServer
+    from litrag.query.windows import SentenceWindowEncoder
+
+
+def build_embed_model(s: Settings, model_path: str | Path | None = None) -> BaseEmbedding:
+    """The dense embedder: ``model_path``, else ``LITRAG_EMBED_MODEL`` (the packaged MiniLM by
+    default), windowed so that nothing is truncated, on the configured runtime."""
+    from litrag.models.embedders import WindowedEmbedding, minilm_path
     from litrag.settings import SettingsError
 
+    if model_path is not None:
+        return WindowedEmbedding(model_path, backend=s.embed_backend, precision=s.embed_precision)
     path = minilm_path() if s.embed_model == "minilm" else Path(s.embed_model)
     try:
         return WindowedEmbedding(path, backend=s.embed_backend, precision=s.embed_precision)
@@ -33,7 +48,7 @@ def build_llm(s: Settings) -> Any:
     """The segmenting LLM: the server at ``LITRAG_SEGMENT_URL`` (else ``LITRAG_LLM_URL``) through
     the configured backend (in-process vLLM for backend ``vllm`` without a URL), or None for the
     offline segmenter."""
-    from litrag.llm_backends import in_process_vllm, server_llm
+    from litrag.models.served import in_process_vllm, server_llm
 
     backend = llm_backend(s)
     url = s.segment_url or s.llm_url
@@ -48,7 +63,7 @@ def build_llm(s: Settings) -> Any:
 
 
 def build_parser(s: Settings, llm: Any = None) -> Any:
-    from litrag.embeddings import embedding_tokenizer, minilm_path
+    from litrag.models.embedders import embedding_tokenizer, minilm_path
     from litrag.segment import LitSegNodeParser
 
     path = minilm_path() if s.embed_model == "minilm" else Path(s.embed_model)
@@ -61,23 +76,47 @@ def build_parser(s: Settings, llm: Any = None) -> Any:
     )
 
 
-def build_library(s: Settings) -> Any:
-    from litrag.embeddings import SentenceWindowEncoder
-    from litrag.ingestion.library import Library
+def build_window_encoder(embed: BaseEmbedding) -> SentenceWindowEncoder:
+    """Each block's 3-sentence windows, embedded by ``embed``: the store's MaxSim multivector."""
+    from litrag.query.windows import SentenceWindowEncoder
+
+    return SentenceWindowEncoder(embed.get_text_embedding_batch)
+
+
+def build_store(s: Settings, **kwargs: Any) -> BasePydanticVectorStore:
+    """The library's vector store: embedded Qdrant Edge under ``s.home``, or the Qdrant server
+    at ``QDRANT_URL``; ``kwargs`` as ``make_vector_store`` takes them."""
     from litrag.query.stores import make_vector_store
+
+    kwargs.setdefault("collection", s.collection)
+    return make_vector_store(s.home, url=s.qdrant_url, api_key=s.qdrant_api_key, **kwargs)
+
+
+def build_shared_store(
+    s: Settings,
+    dense_dim: int | None = None,
+    window_doc_fn: SentenceWindowEncoder | None = None,
+    collection: str | None = None,
+) -> BasePydanticVectorStore:
+    """The store (or another collection of the library) for a process whose threads share it:
+    embedded, one lock around its calls; a server, qdrant-client (thread-safe)."""
+    return build_store(
+        s,
+        collection=collection or s.collection,
+        dense_dim=dense_dim,
+        window_doc_fn=window_doc_fn,
+        thread_safe=True,
+    )
+
+
+def build_library(s: Settings) -> Any:
+    from litrag.ingestion.library import Library
 
     embed = build_embed_model(s)
     parser = build_parser(s, build_llm(s))
     dim = len(embed.get_text_embedding("dimension probe"))
-    windows = SentenceWindowEncoder(embed.get_text_embedding_batch)
-    store = make_vector_store(
-        s.home,
-        s.collection,
-        dense_dim=dim,
-        url=s.qdrant_url,
-        api_key=s.qdrant_api_key,
-        window_doc_fn=windows,
-    )
+    windows = build_window_encoder(embed)
+    store = build_store(s, dense_dim=dim, window_doc_fn=windows)
     return Library(
         s.home,
         store,
@@ -106,6 +145,89 @@ def build_character_indexer(s: Settings) -> Any:
     from litrag.narrative.index import CharacterIndexer
 
     return CharacterIndexer(s.home)
+
+
+# ------------------------------------------------------------------------- models on demand
+def build_url_llm(
+    s: Settings,
+    url: str,
+    model: str,
+    *,
+    backend: str | None = None,
+    timeout: float = 120.0,
+    context_window: int | None = None,
+    api_key: str | None = None,
+    **kwargs: Any,
+) -> LLM:
+    """A chat LLM for the OpenAI-compatible server at ``url`` through ``backend``'s client
+    (default: the configured backend; ``local`` reaches a server through ``openai-like``)."""
+    from litrag.models.served import server_llm, url_client
+
+    return server_llm(
+        url_client(backend or llm_backend(s)),
+        url,
+        model,
+        context_window=context_window or s.llm_context,
+        timeout=timeout,
+        api_key=api_key,
+        **kwargs,
+    )
+
+
+def build_in_process_vllm(model: str) -> LLM:
+    """vLLM in this process (segmentation only; answering needs ``vllm serve``)."""
+    from litrag.models.served import in_process_vllm
+
+    return in_process_vllm(model)
+
+
+def local_server(
+    s: Settings,
+    name: str | None = None,
+    *,
+    n_ctx: int | None = None,
+    start: bool = True,
+    **kwargs: Any,
+) -> LlamaServer:
+    """The packaged model ``name`` (default ``LITRAG_LOCAL_LLM``) behind llama.cpp's server,
+    started unless ``start=False`` (then the caller enters it); stops on ``stop()`` or at exit."""
+    from litrag.models.llama_server import LlamaServer, local_model_path
+
+    path = local_model_path(name or s.local_llm, s.models_dir or s.home / "models")
+    server = LlamaServer(path, n_ctx=n_ctx or s.llm_context, **kwargs)
+    return server.start() if start else server
+
+
+def build_lazy_local_llm(
+    s: Settings,
+    name: str,
+    *,
+    n_ctx: int,
+    timeout: float,
+    backend: str | None = None,
+    on_start: Callable[[], None] | None = None,
+) -> LLM:
+    """The packaged model behind llama.cpp's server, started on its first uncached call."""
+    from litrag.models.lazy import LazyServerLLM
+
+    def start() -> LlamaServer:
+        if on_start is not None:
+            on_start()
+        return local_server(s, name, n_ctx=n_ctx)
+
+    def client(server: LlamaServer) -> LLM:
+        return build_url_llm(
+            s, server.api_base, server.model, backend=backend, timeout=timeout, context_window=n_ctx
+        )
+
+    return LazyServerLLM(start, client, model=name, context_window=n_ctx)
+
+
+def build_reranker(model_path: str | Path, **kwargs: Any) -> BaseNodePostprocessor:
+    """The Qwen3 reranker (transformers) from a local model folder."""
+    from litrag.models.rerankers import Qwen3Reranker
+
+    return Qwen3Reranker(model_path=str(model_path), **kwargs)
 
 
 # ------------------------------------------------------------------------------ answering
@@ -148,8 +270,8 @@ def build_answer_llm(s: Settings, max_tokens: int = 256) -> AnswerLLM:
     Raises ``LocalModelError`` when the local model cannot start, ``BackendError`` (one line)
     for backend ``vllm`` without a server URL.
     """
-    from litrag.llm_backends import answering_needs_a_server, describe, server_llm
-    from litrag.local_llm import LlamaServer, local_model_path
+    from litrag.models.llama_server import LlamaServer, local_model_path
+    from litrag.models.served import answering_needs_a_server, describe, server_llm
 
     backend = llm_backend(s)
     if backend == "vllm" and not s.llm_url:
@@ -200,27 +322,29 @@ def build_query_engine(
     embed_model: Any = None,
     streaming: bool = True,
     llm_health: Any = None,
+    records: list[BookRecord] | None = None,
 ) -> Any:
     """A ``BookQueryEngine`` over the library at ``s.home`` (``llm=None``: extractive answers).
 
     Raises ``UnknownBookError`` for books not (completely) ingested, ``StoreLockedError`` when
     another process holds the embedded store. Pass ``store`` / ``embed_model`` to share them
-    between engines (one per conversation).
+    between engines (one per conversation), ``records`` (the registry) when the caller has
+    read it already.
     """
     from litrag.ingestion.integrity import LibraryDamagedError, check_store
     from litrag.ingestion.library import Library
     from litrag.query.answer import BookQueryEngine
     from litrag.query.focus import PassageFocus
     from litrag.query.retriever import BookRetriever, RetrievalSettings, check_books, loaded_books
-    from litrag.query.stores import make_vector_store
 
-    records = Library.read_registry(s.home)
+    if records is None:
+        records = Library.read_registry(s.home)
     done, partial = loaded_books(records)
     check_books(book_ids, done, partial)  # before opening (and locking) the store
-    settings = retrieval or RetrievalSettings.from_env(s.retrieval, s.retrieval_overrides)
+    settings = retrieval or RetrievalSettings.from_settings(s)
     shared = store is not None
     if store is None:
-        store = make_vector_store(s.home, s.collection, url=s.qdrant_url, api_key=s.qdrant_api_key)
+        store = build_store(s)
     chosen = [book_ids] if isinstance(book_ids, str) else list(book_ids)
     problems = check_store(store, records, chosen)  # counts and one point per book: ms
     if problems:
@@ -280,7 +404,10 @@ def build_routed_engine(
     from litrag.narrative.index import load_index
     from litrag.narrative.tools import NarrativeTools
 
-    engine = build_query_engine(s, book_ids, **kwargs)
+    records = kwargs.pop("records", None)
+    if records is None:
+        records = Library.read_registry(s.home)
+    engine = build_query_engine(s, book_ids, records=records, **kwargs)
     ids = [book_ids] if isinstance(book_ids, str) else list(book_ids)
     limit = engine.retriever.upto_chapter
     if len(ids) != 1 or not (limit is None or isinstance(limit, int)):
@@ -296,7 +423,7 @@ def build_routed_engine(
         assets = None
     if index is None and assets is None:
         return engine
-    record = next((r for r in Library.read_registry(s.home) if r.book_id == book_id), None)
+    record = next((r for r in records if r.book_id == book_id), None)
     tools = NarrativeTools(
         book_id, assets=assets, blocks=engine.retriever, index=index, upto_chapter=limit
     )

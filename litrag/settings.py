@@ -5,7 +5,7 @@ Every backend is chosen by environment variables or CLI flags, never by editing 
 directory, default ``~/.litrag``), ``QDRANT_URL`` / ``QDRANT_API_KEY`` (a Qdrant server instead
 of the embedded store), ``LITRAG_LLM_URL`` / ``LITRAG_LLM_MODEL`` (an OpenAI-compatible server
 such as ``vllm serve``), ``LITRAG_LLM_BACKEND`` (the client that talks to it: ``openai-like``,
-``vllm`` or ``local``; see ``litrag.llm_backends``), ``LITRAG_LLM_API_KEY`` (the server's key),
+``vllm`` or ``local``; see ``litrag.models.served``), ``LITRAG_LLM_API_KEY`` (the server's key),
 ``LITRAG_LLM_TEMPERATURE``, ``LITRAG_SEGMENT_URL`` / ``LITRAG_SEGMENT_MODEL`` (another server
 for segmentation, through the same backend), ``LITRAG_EMBED_MODEL`` (``minilm`` or a
 sentence-transformers folder).
@@ -84,17 +84,47 @@ def home() -> Path:
     return Path(os.environ.get("LITRAG_HOME") or Path.home() / ".litrag").expanduser()
 
 
-# The clients an LLM can be reached through (``litrag.llm_backends`` builds them):
+# The clients an LLM can be reached through (``litrag.models.served`` builds them):
 # openai-like: llama-index-llms-openai-like against any OpenAI-compatible server (vllm serve,
 # llama.cpp); vllm: llama-index-llms-vllm (VllmServer against vllm serve, or in-process Vllm for
 # segmentation); local: the packaged llama.cpp model, started on demand.
 LLM_BACKENDS = ("openai-like", "vllm", "local")
 
 
-def _default_order() -> str:
-    from litrag.query.answer import DEFAULT_PASSAGE_ORDER
+# The order of the passages in the answer prompt: by score (best first) or as in the story.
+DEFAULT_PASSAGE_ORDER: Literal["score", "story"] = "score"
 
-    return DEFAULT_PASSAGE_ORDER
+
+# Variables read on their own, where a whole Settings would be too much (an error handler, the
+# evaluation's data folder, a tool's path): read here too, so no other module touches os.environ.
+def debug() -> bool:
+    """``LITRAG_DEBUG``: let unforeseen errors raise with their traceback."""
+    return bool(os.environ.get("LITRAG_DEBUG"))
+
+
+def data_dir() -> Path:
+    """``LITRAG_DATA``: the shared evaluation data (books, GutenQA), default ``../shared/data``."""
+    return Path(os.environ.get("LITRAG_DATA") or "../shared/data")
+
+
+def wordnet_dir() -> str | None:
+    """``LITRAG_WORDNET``: a WordNet 3.0 dict folder for METEOR, if set."""
+    return os.environ.get("LITRAG_WORDNET") or None
+
+
+def bertscore_model() -> str | None:
+    """``LITRAG_BERTSCORE_MODEL``: the local model BERTScore reads, if set."""
+    return os.environ.get("LITRAG_BERTSCORE_MODEL") or None
+
+
+def gguf_converter() -> str | None:
+    """``LITRAG_GGUF_CONVERTER``: llama.cpp's ``convert_hf_to_gguf.py`` (or its folder), if set."""
+    return os.environ.get("LITRAG_GGUF_CONVERTER") or None
+
+
+def qdrant_url() -> str | None:
+    """``QDRANT_URL``: a Qdrant server instead of the embedded store, if set."""
+    return os.environ.get("QDRANT_URL", "").strip() or None
 
 
 def _check_folder(path: Path, must_exist: bool) -> Path:
@@ -159,7 +189,7 @@ class Settings(BaseModel):
     embed_backend: Literal["auto", "torch", "openvino"] = Field(
         default="auto",
         description="What runs the embedding model (LITRAG_EMBED_BACKEND): openvino where "
-        "installed and the model fits, else torch (see litrag.embeddings.WindowedEmbedding).",
+        "installed and the model fits, else torch (see litrag.models.embedders.WindowedEmbedding).",
     )
     embed_precision: Literal["f32", "bf16"] = Field(
         default="f32",
@@ -182,7 +212,7 @@ class Settings(BaseModel):
         default=None, ge=1, description="Blocks given to the LLM (--top-k); None: the preset's."
     )
     passage_order: Literal["score", "story"] = Field(
-        default_factory=_default_order,
+        default=DEFAULT_PASSAGE_ORDER,
         description="Order of the passages in the answer prompt (LITRAG_PASSAGE_ORDER).",
     )
     focus_words: int | None = Field(

@@ -68,7 +68,7 @@ echo "== throughput through the vllm backend (VllmChatServer)"
 "$py" - <<'EOF' || status=1
 import asyncio, os, time
 from llama_index.core.base.llms.types import ChatMessage
-from litrag.llm_backends import server_llm
+from litrag.models.served import server_llm
 
 llm = server_llm("vllm", os.environ["LITRAG_LLM_URL"], os.environ["LITRAG_LLM_MODEL"],
                  max_tokens=256, temperature=0.7, api_key=os.environ["LITRAG_LLM_API_KEY"],

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from litrag.local_llm import SMOLLM2_CONTEXT, LlamaServer, smollm2_path
+from litrag.models.llama_server import SMOLLM2_CONTEXT, LlamaServer, smollm2_path
 
 _HOW = "install the test dependencies and run the tests with the README's test command"
 

@@ -19,13 +19,12 @@ from scripted_llm import ScriptedLLM
 from test_retriever import ALICE, WILD, ingested_shelf
 
 from litrag.builders import build_embed_model, build_query_engine
-from litrag.local_llm import openai_like
+from litrag.models.llama_server import openai_like
 from litrag.query.answer import (
     EXTRACTIVE_LABEL,
     GUTENQA_SUFFIX,
     QA_SYSTEM_PROMPT,
     AnswerStream,
-    BookChatEngine,
     BookQueryEngine,
     estimate_tokens,
     fit_to_context,
@@ -242,30 +241,6 @@ def test_late_chapter_question_with_an_early_limit(engine_for, llama_server):
     assert limited.sources and all(s.chapter_index <= 1 for s in limited.sources)
 
 
-@pytest.mark.llm
-def test_chat_engine_rewrites_follow_ups_with_history(engine_for, llama_server):
-    engine = engine_for(WILD, llm=llama_server.llm(max_tokens=32, timeout=600), top_k=2)
-    chat = BookChatEngine.for_engine(engine)
-    first = chat.ask("Who is Buck?")
-    assert first.standalone_question == "Who is Buck?"  # no history: asked as typed
-    first_answer = first.answer()
-    assert first_answer.text and len(first_answer.sources) == 2
-    follow = chat.ask("Who was his father?")
-    pieces = list(follow)
-    answer = follow.answer()
-    assert len(pieces) > 1 and answer.sources and answer.error is None
-    assert answer.question == "Who was his father?"
-    assert answer.standalone_question and answer.standalone_question.strip()
-    history = chat.chat_history
-    assert [m.role for m in history] == [MessageRole.USER, MessageRole.ASSISTANT] * 2
-    assert history[0].content == "Who is Buck?" and history[1].content == first_answer.text
-    assert history[3].content == answer.text
-    # the LlamaIndex interface works too
-    response = chat.stream_chat("And his mother?")
-    assert "".join(response.response_gen).strip() and response.source_nodes
-    assert len(chat.chat_history) == 6
-
-
 # --------------------------------------------------------------------------- litrag ask
 def ask(home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600):
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("LITRAG_LLM")}
@@ -338,7 +313,7 @@ def test_cli_local_llm_killed_mid_answer_is_one_clear_line(home):
         children = [
             c
             for c in psutil.Process(proc.pid).children()
-            if "litrag.llama_child" in " ".join(c.cmdline())
+            if "litrag.models.llama_child" in " ".join(c.cmdline())
         ]
         assert len(children) == 1
         child = children[0]

@@ -32,7 +32,7 @@ from litrag.app.handoff import remove_ui_file, running_ui, write_ui_file
 from litrag.app.service import ChatService
 from litrag.builders import AnswerLLM, build_answer_llm
 from litrag.ingestion.library import Library
-from litrag.local_llm import openai_like
+from litrag.models.llama_server import openai_like
 from litrag.query.retriever import UnknownBookError
 from litrag.settings import Settings
 
@@ -122,6 +122,38 @@ def test_follow_up_is_searched_with_the_previous_question(app):
     # a new session has no history: the same words are searched as typed
     _, _, _, line, _ = chat(Client(app.url, verbose=False), "And his mother?", [WILD])
     assert "searched for" not in line
+
+
+def test_a_chat_builds_its_engine_once_and_reads_the_registry_once_a_question(app, monkeypatch):
+    """Five questions of one conversation: one engine (built on the first), one registry read
+    per question; a new spoiler limit is another engine."""
+    from litrag.app import service as service_module
+
+    built, reads = [], []
+    build = service_module.build_routed_engine
+    read = Library.read_registry
+
+    def counting_build(*args, **kwargs):
+        built.append(kwargs.get("upto_chapter"))
+        return build(*args, **kwargs)
+
+    def counting_read(home):
+        reads.append(home)
+        return read(home)
+
+    monkeypatch.setattr(service_module, "build_routed_engine", counting_build)
+    monkeypatch.setattr(Library, "read_registry", staticmethod(counting_read))
+    app.service._engines.clear()
+    client = Client(app.url, verbose=False)
+    history: list = []
+    questions = [FATHER, "Who is Buck?", "Who stole Buck?", "Where did Buck live?", CAUCUS]
+    for q in questions:
+        _, history, _, _, answer = chat(client, q, [WILD], upto=1, history=history)
+        assert answer["sources"] and all(s["chapter_index"] <= 1 for s in answer["sources"])
+    assert built == [1]
+    asked = len(reads)
+    app.service.ask("Who is Buck?", [WILD], upto_chapter=2)
+    assert built == [1, 2] and len(reads) == asked + 1
 
 
 def test_select_books_lists_chapters_and_sets_the_slider(app):
@@ -312,7 +344,7 @@ def test_local_llm_killed_mid_answer_is_reported_in_the_chat(app, tmp_path):
     is told the same, not a bare connection error."""
     import signal
 
-    from litrag.local_llm import LlamaServer, smollm2_path
+    from litrag.models.llama_server import LlamaServer, smollm2_path
 
     server = LlamaServer(smollm2_path(), n_ctx=4096, log_path=tmp_path / "s.log").start()
     before = app.service.answer_llm

@@ -184,7 +184,7 @@ def test_paragraph_chunker_on_emma(books_dir: Path) -> None:
 
 @pytest.fixture(scope="module")
 def minilm():
-    from litrag.embeddings import WindowedEmbedding
+    from litrag.models.embedders import WindowedEmbedding
 
     return WindowedEmbedding(embed_batch_size=32)
 

@@ -29,8 +29,8 @@ def test_the_backend_setting_chooses_the_client_for_every_llm(tmp_path, monkeypa
     from llama_index.llms.openai_like import OpenAILike
 
     from litrag.builders import build_llm
+    from litrag.models.vllm_server import VllmChatServer
     from litrag.settings import SettingsError, focus_words, llm_backend
-    from litrag.vllm_client import VllmChatServer
 
     url = "http://127.0.0.1:9/v1"
     assert llm_backend(Settings(home=tmp_path, llm_url=None, llm_backend=None)) == "local"

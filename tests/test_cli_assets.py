@@ -21,7 +21,7 @@ from test_answer import free_port
 from test_library import short_book
 
 from litrag.ingestion.library import Library
-from litrag.local_llm import LlamaServer
+from litrag.models.llama_server import LlamaServer
 from litrag.narrative.asset_store import AssetStore
 from litrag.narrative.assets import load_extractions
 from litrag.settings import Settings

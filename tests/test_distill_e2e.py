@@ -19,7 +19,7 @@ import pytest
 
 from litrag.distill.annotate import annotate, read_records, split_books
 from litrag.distill.config import DistillConfig
-from litrag.local_llm import openai_like
+from litrag.models.llama_server import openai_like
 
 pytestmark = pytest.mark.llm
 

@@ -19,7 +19,6 @@ from litrag.distill.rewards import (
     FORMAT_INVALID_SEGMENTS,
     FORMAT_MISSING_FIELDS,
     FORMAT_VALID,
-    combine,
     format_reward,
     narrative_reward_function,
     strip_think,
@@ -90,8 +89,6 @@ def test_table_16_constants() -> None:
     assert strip_think("<think>a</think>{}") == "{}"
     g = DistillConfig.load().grpo
     assert (g.format_weight, g.narrative_weight) == (0.1, 0.9)
-    assert combine(-0.6, 0.5) == pytest.approx(0.1 * -0.6 + 0.9 * 0.5)
-    assert combine(-1.0, 0.5, (0.5, 0.5)) == pytest.approx(-0.25)
 
 
 FIXED = '{"dimension1": [5, 3, 4.5], "dimension2": [4, 2, 5], "dimension3": [5.5, 1.0, 0.5]}'

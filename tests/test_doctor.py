@@ -7,13 +7,28 @@ from __future__ import annotations
 import json
 import os
 import platform
+import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from litrag import doctor
+from litrag.cli.doctor import format_check, run_checks
+from litrag.ingestion.checks import check_store
+from litrag.models.checks import (
+    build_features,
+    build_record,
+    check_cpu,
+    check_llama_build,
+    check_llm,
+    check_models,
+    cpu_info,
+    unsupported_features,
+)
 from litrag.settings import Settings
 
 REAL_INFO = (
@@ -29,32 +44,32 @@ def cpuinfo(tmp_path: Path, flags: str) -> Path:
 
 
 def test_build_features_are_the_ones_switched_on() -> None:
-    assert doctor.build_features(REAL_INFO) == [
+    assert build_features(REAL_INFO) == [
         "SSE3", "SSSE3", "AVX", "AVX2", "F16C", "FMA", "BMI2", "LLAMAFILE", "OPENMP", "REPACK",
     ]  # fmt: skip
 
 
 def test_features_the_cpu_lacks_are_named() -> None:
-    features = doctor.build_features(REAL_INFO + "AVX512 = 1 | AMX_INT8 = 1 |")
+    features = build_features(REAL_INFO + "AVX512 = 1 | AMX_INT8 = 1 |")
     flags = "pni ssse3 avx avx2 f16c fma bmi2 avx512f".split()
-    assert doctor.unsupported_features(features, flags) == ["AMX_INT8"]
-    assert doctor.unsupported_features(features, []) == []  # flags unknown: no guess
+    assert unsupported_features(features, flags) == ["AMX_INT8"]
+    assert unsupported_features(features, []) == []  # flags unknown: no guess
 
 
 def test_cpu_info_reads_model_and_flags(tmp_path: Path) -> None:
-    info = doctor.cpu_info(cpuinfo(tmp_path, "fpu avx2 avx512f amx_tile"))
+    info = cpu_info(cpuinfo(tmp_path, "fpu avx2 avx512f amx_tile"))
     assert info["model"] == "Test CPU" and info["flags"] == ["amx_tile", "avx2", "avx512f", "fpu"]
-    assert doctor.check_cpu(info).detail.endswith("avx2 avx512f amx_tile")
+    assert check_cpu(info).detail.endswith("avx2 avx512f amx_tile")
 
 
 @pytest.mark.llm
 def test_installed_llama_cpp_is_the_portable_build() -> None:
     """What scripts/setup.sh installed: built by our script, and on x86-64 with nothing past AVX2,
     so it runs on every AVX2 CPU, whatever the build machine advertised."""
-    record = doctor.build_record()
+    record = build_record()
     assert record is not None, "llama-cpp-python was not installed by scripts/install_llama_cpp.sh"
     assert "GGML_NATIVE=OFF" in record["cmake_args"]
-    check = doctor.check_llama_build(doctor.cpu_info())
+    check = check_llama_build(cpu_info())
     assert check.status == "ok", check.detail
     features = set(check.data["features"])
     if platform.machine() in ("x86_64", "AMD64"):
@@ -67,8 +82,8 @@ def test_a_build_the_cpu_cannot_run_fails_the_check(tmp_path: Path) -> None:
     if platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("the doctored flags are x86-64's")
     # a Sandy Bridge: AVX, but no AVX2, FMA, F16C or BMI2
-    old_cpu = doctor.cpu_info(cpuinfo(tmp_path, "fpu pni ssse3 sse4_2 avx"))
-    check = doctor.check_llama_build(old_cpu)
+    old_cpu = cpu_info(cpuinfo(tmp_path, "fpu pni ssse3 sse4_2 avx"))
+    check = check_llama_build(old_cpu)
     assert check.status == "fail"
     assert "this CPU does not advertise AVX2 F16C FMA BMI2" in check.detail
     assert "illegal instruction" in check.detail and "install_llama_cpp.sh" in check.detail
@@ -76,25 +91,88 @@ def test_a_build_the_cpu_cannot_run_fails_the_check(tmp_path: Path) -> None:
 
 def test_models_and_store_checks(tmp_path: Path) -> None:
     s = Settings(home=tmp_path / "home")
-    models = doctor.check_models(tmp_path / "models")
+    models = check_models(tmp_path / "models")
     assert models.name == "models" and "qwen2.5-1.5b" in models.detail
-    store = doctor.check_store(s)
+    store = check_store(s)
     assert store.status == "ok" and "embedded Qdrant Edge (not created yet)" in store.detail
     assert "0 books" in store.detail
     (s.home).mkdir(parents=True)
     (s.home / "books.json").write_text("{not json")
-    broken = doctor.check_store(s)
+    broken = check_store(s)
     assert broken.status == "fail" and "books.json" in broken.detail
 
 
 def test_unreachable_servers_are_named(tmp_path: Path) -> None:
     s = Settings(home=tmp_path, llm_url="http://127.0.0.1:9/v1", qdrant_url="http://127.0.0.1:9")
-    llm = doctor.check_llm(s)
+    llm = check_llm(s)
     assert llm.status == "fail" and llm.detail.startswith(
         "cannot reach the LLM server at http://127.0.0.1:9/v1"
     )
-    store = doctor.check_store(s)
+    store = check_store(s)
     assert store.status == "fail" and "http://127.0.0.1:9 is unreachable" in store.detail
+
+
+def test_the_store_line_names_who_holds_it(tmp_path: Path) -> None:
+    ui = "the litrag chat UI (pid 4242, http://127.0.0.1:7860)"
+    store = check_store(Settings(home=tmp_path / "home"), held_by=ui)
+    assert store.status == "ok" and store.detail.endswith(f"0 books · held by {ui}")
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A real TCP server on localhost that accepts every connection and never answers."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            held.append(conn)  # read nothing, write nothing
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+def test_a_server_that_never_answers_skips_the_generation(
+    tmp_path: Path, silent_server: str
+) -> None:
+    """The reported hang: the LLM server accepts connections and never replies. The listing
+    times out in seconds and the generation is not tried against it (it waited ~6 minutes: the
+    client's 120 s timeout, three tries)."""
+    s = Settings(
+        home=tmp_path / "home", llm_url=silent_server, llm_backend="openai-like", qdrant_url=None
+    )
+    t0 = time.monotonic()
+    checks = run_checks(s, generate=True)
+    took = time.monotonic() - t0
+    assert took < 20, f"run_checks took {took:.0f} s"
+    by_name = {c.name: c for c in checks}
+    assert [c.name for c in checks][-2:] == ["llm", "generation"]
+    assert by_name["llm"].status == "fail"
+    assert by_name["llm"].detail.startswith(f"cannot reach the LLM server at {silent_server}")
+    generation = by_name["generation"]
+    assert generation.status == "fail"
+    assert generation.detail == (
+        f"skipped: the LLM server at {silent_server} did not answer the models listing"
+    )
+    assert format_check(generation).startswith("FAIL generation  skipped: ")
 
 
 def doctor_cli(home: Path, *args: str) -> subprocess.CompletedProcess:

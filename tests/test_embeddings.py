@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from litrag.embeddings import WindowedEmbedding, embedding_tokenizer, minilm_path
+from litrag.models.embedders import WindowedEmbedding, embedding_tokenizer, minilm_path
 
 
 @pytest.fixture(scope="module")

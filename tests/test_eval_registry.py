@@ -49,7 +49,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def minilm():
-    from litrag.embeddings import WindowedEmbedding
+    from litrag.models.embedders import WindowedEmbedding
 
     return WindowedEmbedding(embed_batch_size=32)
 

@@ -66,7 +66,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def model():
-    from litrag.embeddings import WindowedEmbedding
+    from litrag.models.embedders import WindowedEmbedding
 
     return WindowedEmbedding(embed_batch_size=32)
 
@@ -279,7 +279,7 @@ def tiny_qwen3_reranker(folder: Path) -> Path:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
-    from litrag.query.rerank import ASSISTANT_SUFFIX, LITERARY_INSTRUCTION, SYSTEM_PREFIX
+    from litrag.models.rerankers import ASSISTANT_SUFFIX, LITERARY_INSTRUCTION, SYSTEM_PREFIX
 
     questions = [q["question"] for q in QUESTIONS]
     corpus = [SYSTEM_PREFIX + ASSISTANT_SUFFIX, LITERARY_INSTRUCTION, "yes no", *questions]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from litrag.embeddings import WindowedEmbedding
+from litrag.models.embedders import WindowedEmbedding
 from litrag.query.focus import GAP, PassageFocus
 from litrag.segment.sentences import split_sentences
 

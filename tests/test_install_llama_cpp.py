@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from litrag import doctor
+from litrag.models.checks import BUILD_RECORD, build_record
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "install_llama_cpp.sh"
@@ -36,7 +36,7 @@ def install(python: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.llm
 def test_installs_the_named_build_once_and_replaces_another(tmp_path: Path) -> None:
-    ours = doctor.build_record()
+    ours = build_record()
     assert ours is not None, "the test environment was not set up by scripts/install_llama_cpp.sh"
     assert Path(ours["wheel"]).is_file(), f"the wheelhouse lost {ours['wheel']}: rerun setup"
     assert ours["tag"] in ours["wheel"]  # the wheel's folder is named by the build's flags
@@ -48,7 +48,7 @@ def test_installs_the_named_build_once_and_replaces_another(tmp_path: Path) -> N
     assert first.returncode == 0, first.stderr
     assert "== building" not in first.stdout  # the wheel with these flags was there: no compile
     assert first.stdout.strip().endswith("installed: " + ours["baseline"])
-    record = json.loads((env_dir / doctor.BUILD_RECORD).read_text())
+    record = json.loads((env_dir / BUILD_RECORD).read_text())
     assert record["tag"] == ours["tag"] and record["cmake_args"] == ours["cmake_args"]
     probe = subprocess.run(
         [str(python), "-c", "import importlib.metadata as m; print(m.version('llama-cpp-python'))"],
@@ -63,10 +63,10 @@ def test_installs_the_named_build_once_and_replaces_another(tmp_path: Path) -> N
 
     # A build made with other flags (e.g. pip's default native one) is replaced, never kept.
     stale = dict(record, tag="native000000", cmake_args="-DGGML_NATIVE=ON")
-    (env_dir / doctor.BUILD_RECORD).write_text(json.dumps(stale))
+    (env_dir / BUILD_RECORD).write_text(json.dumps(stale))
     replaced = install(python)
     assert replaced.returncode == 0 and "installed: " in replaced.stdout
-    assert json.loads((env_dir / doctor.BUILD_RECORD).read_text())["tag"] == ours["tag"]
+    assert json.loads((env_dir / BUILD_RECORD).read_text())["tag"] == ours["tag"]
 
 
 # What the portable build may never contain on x86-64: AVX-512 registers and masks, AMX tiles,

@@ -26,24 +26,67 @@ def within(name: str, *packages: str) -> bool:
 
 # (rule, the modules it applies to, the imports it forbids them)
 Rule = tuple[str, Callable[[str], bool], Callable[[str], bool]]
+
+
+def only(rule: str, rooms: tuple[str, ...], allowed: tuple[str, ...]) -> Rule:
+    """``rooms`` may import of litrag only ``allowed`` (and themselves)."""
+    return (
+        rule,
+        lambda m: within(m, *rooms),
+        lambda t: within(t, "litrag") and t != "litrag" and not within(t, *rooms, *allowed),
+    )
+
+
+# The floors, bottom up: settings; segment and models; chunkers; query; narrative; ingestion;
+# distill; builders (the composition root); eval; app; cli. Each imports only floors below it.
 RULES: list[Rule] = [
-    (
+    only("litrag.settings imports nothing of litrag", ("litrag.settings",), ()),
+    only(
         "litrag.segment imports nothing of litrag outside litrag.segment",
-        lambda m: within(m, "litrag.segment"),
-        lambda t: within(t, "litrag") and not within(t, "litrag.segment"),
+        ("litrag.segment",),
+        (),
     ),
-    (
-        "litrag.chunkers imports only litrag.segment, litrag.local_llm and itself",
-        lambda m: within(m, "litrag.chunkers"),
-        lambda t: (
-            within(t, "litrag")
-            and not within(t, "litrag.segment", "litrag.local_llm", "litrag.chunkers")
+    only(
+        "litrag.models imports only litrag.settings and itself",
+        ("litrag.models",),
+        ("litrag.settings",),
+    ),
+    only(
+        "litrag.chunkers imports only litrag.segment, litrag.models and itself",
+        ("litrag.chunkers",),
+        ("litrag.segment", "litrag.models", "litrag.settings"),
+    ),
+    only(
+        "litrag.query imports only segment, chunkers, models and settings",
+        ("litrag.query",),
+        ("litrag.segment", "litrag.chunkers", "litrag.models", "litrag.settings"),
+    ),
+    only(
+        "litrag.narrative imports only query, segment, models and settings",
+        ("litrag.narrative",),
+        ("litrag.query", "litrag.segment", "litrag.models", "litrag.settings"),
+    ),
+    only(
+        "litrag.ingestion imports only narrative, query, segment, chunkers, models and settings",
+        ("litrag.ingestion",),
+        (
+            "litrag.narrative",
+            "litrag.query",
+            "litrag.segment",
+            "litrag.chunkers",
+            "litrag.models",
+            "litrag.settings",
         ),
     ),
+    only(
+        "litrag.distill imports only ingestion, segment, models and settings",
+        ("litrag.distill",),
+        ("litrag.ingestion", "litrag.segment", "litrag.models", "litrag.settings"),
+    ),
     (
-        "litrag.query and litrag.ingestion import neither builders, app, cli nor eval",
-        lambda m: within(m, "litrag.query", "litrag.ingestion"),
-        lambda t: within(t, "litrag.builders", "litrag.app", "litrag.cli", "litrag.eval"),
+        "litrag.builders imports neither eval, app nor cli",
+        lambda m: m == "litrag.builders",
+        lambda t: within(t, "litrag.eval", "litrag.app", "litrag.cli"),
     ),
     (
         "litrag.eval imports neither litrag.app nor litrag.cli",
@@ -163,7 +206,7 @@ def test_a_violation_is_named(tmp_path: Path) -> None:
     (root / "eval" / "registry.py").write_text("from litrag.cli import main\n")
     assert sorted(violations(root)) == [
         "litrag/chunkers/bad.py:4: litrag.chunkers.bad imports litrag.eval.registry "
-        "(litrag.chunkers imports only litrag.segment, litrag.local_llm and itself)",
+        "(litrag.chunkers imports only litrag.segment, litrag.models and itself)",
         "litrag/eval/registry.py:1: litrag.eval.registry imports litrag.cli "
         "(litrag.eval imports neither litrag.app nor litrag.cli)",
         "litrag/eval/registry.py:1: litrag.eval.registry imports litrag.cli "
@@ -217,3 +260,157 @@ print(len({names!r}))
     )
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == len(names) > 10
+
+
+# ------------------------------------------------------------------------- circles
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the modules of litrag it imports (inside functions too)."""
+    found = dict(modules(root))
+    known = set(found)
+    graph: dict[str, set[str]] = {m: set() for m in found}
+    for module, path in found.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for _line, target in imports(tree, module, path.name == "__init__.py", known):
+            while target not in known and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target in known and target not in (module, "litrag"):
+                graph[module].add(target)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_module_imports_in_a_circle() -> None:
+    found = circles(import_graph(ROOT))
+    assert not found, f"import circles: {found}"
+
+
+def test_a_circle_is_found(tmp_path: Path) -> None:
+    root = tmp_path / "litrag"
+    (root / "ingestion").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "ingestion" / "__init__.py").write_text("")
+    (root / "ingestion" / "a.py").write_text("def f():\n    from litrag.ingestion import b\n")
+    (root / "ingestion" / "b.py").write_text("from litrag.ingestion.a import f\n")
+    (root / "ingestion" / "c.py").write_text("from litrag.ingestion import a\n")
+    assert circles(import_graph(root)) == [["litrag.ingestion.a", "litrag.ingestion.b"]]
+
+
+# ----------------------------------------------------------------- who builds models
+# Calls that make a model (an embedder, an LLM client, a llama.cpp server or model, a reranker):
+# only the models room and the composition root make them. The trainer (litrag.distill) loads
+# the student it trains and is left out on purpose.
+MODEL_CONSTRUCTORS = {
+    "WindowedEmbedding",
+    "SentenceTransformer",
+    "HuggingFaceEmbedding",
+    "OpenVINOSentenceModel",
+    "LlamaServer",
+    "LazyServerLLM",
+    "Llama",
+    "LlamaCPP",
+    "OpenAI",
+    "OpenAILike",
+    "Vllm",
+    "VllmServer",
+    "VllmChatServer",
+    "Qwen3Reranker",
+    "server_llm",
+    "in_process_vllm",
+    "openai_like",
+}
+MODEL_BUILDERS = ("litrag.models", "litrag.builders", "litrag.distill")
+# (module, call): documented exceptions, each with its reason (none today).
+ALLOWED_CALLS: set[tuple[str, str]] = set()
+
+
+def model_constructions(root: Path) -> list[str]:
+    """``path:line: call`` for each call of a model constructor outside the allowed rooms."""
+    out = []
+    for module, path in modules(root):
+        if within(module, *MODEL_BUILDERS):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            name = (
+                f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            )
+            if name == "from_pretrained" and isinstance(f, ast.Attribute):
+                owner = f.value
+                name = owner.id if isinstance(owner, ast.Name) else name
+                name = name if name.startswith("Auto") else ""
+            if (name in MODEL_CONSTRUCTORS or name.startswith("AutoModel")) and (
+                module,
+                name,
+            ) not in ALLOWED_CALLS:
+                out.append(f"{path.relative_to(root.parent)}:{node.lineno}: {name}(...)")
+    return sorted(out, key=lambda line: (line.split(":")[0], int(line.split(":")[1])))
+
+
+def test_models_are_built_only_in_the_models_room_and_the_composition_root() -> None:
+    found = model_constructions(ROOT)
+    assert not found, "models constructed outside litrag.models / litrag.builders:\n" + "\n".join(
+        found
+    )
+
+
+def test_a_stray_model_construction_is_found(tmp_path: Path) -> None:
+    root = tmp_path / "litrag"
+    for package in ("", "cli", "models"):
+        (root / package).mkdir(exist_ok=True)
+        (root / package / "__init__.py").write_text("")
+    (root / "cli" / "ask.py").write_text(
+        "def f(p):\n    from litrag.models.llama_server import LlamaServer\n"
+        "    return LlamaServer(p).start()\n"
+        "def g():\n    return AutoModelForCausalLM.from_pretrained('x')\n"
+    )
+    (root / "models" / "ok.py").write_text("def f(p):\n    return LlamaServer(p)\n")
+    assert model_constructions(root) == [
+        "litrag/cli/ask.py:3: LlamaServer(...)",
+        "litrag/cli/ask.py:5: AutoModelForCausalLM(...)",
+    ]
+
+
+def test_no_module_is_over_650_lines_but_one() -> None:
+    sizes = {
+        str(p.relative_to(ROOT.parent)): len(p.read_text(encoding="utf-8").splitlines())
+        for p in ROOT.rglob("*.py")
+    }
+    big = sorted(name for name, n in sizes.items() if n > 650)
+    assert len(big) <= 1, f"modules over 650 lines: {big}"

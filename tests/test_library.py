@@ -222,7 +222,7 @@ def test_library_searches_blocks_by_their_sentence_windows(clean):
     MiniLM: a question about one detail is not averaged away by the rest of the block."""
     import numpy as np
 
-    from litrag.embeddings import SentenceWindowEncoder
+    from litrag.query.windows import SentenceWindowEncoder
 
     lib, _, _ = clean
     assert lib.store.config.window_vector_name

@@ -11,7 +11,7 @@ from llama_index.core import Document
 from llama_index.core.ingestion import DocstoreStrategy, IngestionCache, IngestionPipeline
 
 from litrag import LitSegNodeParser
-from litrag.local_llm import openai_like
+from litrag.models.llama_server import openai_like
 from litrag.segment.llm_calls import LLMUnavailableError
 from litrag.segment.sentences import split_sentences
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from llama_index.core.llms import ChatMessage
 
-from litrag import local_llm
-from litrag.local_llm import (
+from litrag.models import llama_server as local_llm
+from litrag.models.llama_server import (
     LlamaServer,
     LocalModelError,
     assemble_parts,
@@ -252,7 +252,7 @@ def test_server_is_stopped_on_exit(tmp_path: Path) -> None:
         assert server.api_base == f"http://127.0.0.1:{server.port}/v1"
     assert proc.poll() is not None
     assert not server.running
-    assert "litrag.llama_child" in (tmp_path / "s.log").read_text()
+    assert "litrag.models.llama_child" in (tmp_path / "s.log").read_text()
 
 
 @pytest.mark.llm
@@ -267,7 +267,7 @@ def test_model_file_is_read_in_unless_mapping_is_asked_for(tmp_path: Path, use_m
 
 ORPHAN_PARENT = """
 import sys, time
-from litrag.local_llm import LlamaServer, smollm2_path
+from litrag.models.llama_server import LlamaServer, smollm2_path
 server = LlamaServer(smollm2_path(), n_ctx=512, log_path=sys.argv[1]).start()
 print(server._proc.pid, flush=True)
 time.sleep(600)

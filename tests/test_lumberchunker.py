@@ -210,7 +210,7 @@ def test_lumberchunker_through_llama_cpp_server(llama_server, alice: list[Docume
     The openings of three chapters (about 600 words each, two windows) keep the calls few on a
     shared 2-core machine; fallback "window" bounds them when the tiny model fails.
     """
-    from litrag.local_llm import openai_like
+    from litrag.models.llama_server import openai_like
 
     llm = openai_like(llama_server.api_base, llama_server.model, context_window=8192)
     docs = chapter_openings(alice[:3], paragraphs=8)

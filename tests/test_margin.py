@@ -22,7 +22,7 @@ def test_margin_from_top_logprobs() -> None:
 
 @pytest.mark.llm
 def test_margin_sampling_through_llama_cpp_server(llama_server, tmp_path: Path) -> None:
-    from litrag.local_llm import openai_like
+    from litrag.models.llama_server import openai_like
 
     doc = Document(
         text="Buck lived at a big house in the sun-kissed Santa Clara Valley. Judge Miller's "

@@ -238,7 +238,7 @@ def test_assets_with_a_real_llm_are_spoiler_safe_through_the_store(
     llama_server, two_chapters, tmp_path, monkeypatch
 ):
     from litrag.builders import build_embed_model, build_library
-    from litrag.local_llm import openai_like
+    from litrag.models.llama_server import openai_like
     from litrag.narrative.asset_store import AssetStore, graph_relations
     from litrag.narrative.assets import load_extractions
     from litrag.narrative.build import build_assets

@@ -305,7 +305,7 @@ def test_a_function_calling_llm_drives_the_tools_as_an_agent(wild):
 def test_llm_tools_makes_a_server_client_function_calling(tmp_path, monkeypatch):
     """What sends `litrag ask` down the agent path with a served model (no server is called)."""
     from litrag.builders import build_answer_llm
-    from litrag.llm_backends import BackendError
+    from litrag.models.served import BackendError
 
     url = "http://127.0.0.1:9/v1"
     monkeypatch.setenv("LITRAG_LLM_TOOLS", "1")

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from litrag import openvino_model
-from litrag.embeddings import WindowedEmbedding, minilm_path
+from litrag.models import openvino as openvino_model
+from litrag.models.embedders import WindowedEmbedding, minilm_path
 
 pytestmark = pytest.mark.skipif(not openvino_model.available(), reason="openvino not installed")
 

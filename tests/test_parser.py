@@ -13,8 +13,12 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.utils import get_tokenizer
 
 from litrag import LitSegNodeParser
+from litrag.chunkers.lumberchunker import LumberChunkerNodeParser
+from litrag.chunkers.margin import MarginSamplingNodeParser
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
+from litrag.segment import LLMNodeParser
+from litrag.segment.llm_calls import llm_identity
 from litrag.segment.sentences import split_sentences
 
 BOOKS = [
@@ -102,6 +106,59 @@ def test_metadata_and_views(parsed):
     assert s.units == sum(len(d) for d, _ in books.values())
     assert s.blocks == sum(len(n) for _, n in books.values())
     assert s.offline == s.parts and s.llm_calls == 0
+
+
+SHARED = ("llm", "llm_identity", "request_timeout", "num_workers", "cache_dir")
+LLM_PARSERS = (LitSegNodeParser, LumberChunkerNodeParser, MarginSamplingNodeParser)
+
+
+def test_llm_parsers_share_one_base_and_round_trip(tmp_path):
+    from scripted_llm import ScriptedLLM
+
+    for cls in LLM_PARSERS:
+        assert issubclass(cls, LLMNodeParser) and issubclass(cls, NodeParser)
+        own = vars(cls).get("__annotations__", {})
+        for name in SHARED:  # declared once, on the base, and inherited as declared
+            assert name not in own, (cls.__name__, name)
+            assert repr(cls.model_fields[name]) == repr(LLMNodeParser.model_fields[name])
+            assert LLMNodeParser.model_fields[name].description
+    assert LLMNodeParser.class_name() == "LLMNodeParser"
+    with pytest.raises(ValueError, match="LumberChunkerNodeParser needs an llm"):
+        LumberChunkerNodeParser()
+    llm = ScriptedLLM([])
+    parsers = [
+        LitSegNodeParser(max_words=500, cache_dir=tmp_path, extra_body={"x": [1]}, num_workers=2),
+        LitSegNodeParser(llm=llm, segmenter="litseg", llm_identity="stable-name"),
+        LumberChunkerNodeParser(llm=llm, unit="sentence", cache_dir=tmp_path),
+        MarginSamplingNodeParser(llm=llm, history=3, request_timeout=5.0),
+    ]
+    for parser in parsers:
+        data = parser.to_dict()
+        assert data["class_name"] == parser.class_name() and "llm" not in data
+        assert data["cache_dir"] in (None, str(tmp_path))  # a Path is stored as a str
+        again = type(parser).from_dict(data, llm=parser.llm)
+        assert again.to_dict() == data and list(again.to_dict()) == list(data)
+        assert again.llm_identity == parser.llm_identity
+    assert parsers[1].llm_identity == "stable-name"
+    assert parsers[2].llm_identity == llm_identity(llm) == parsers[3].llm_identity
+    # IngestionCache keys hash str(to_dict()): the key order predates the base and stays
+    own_keys = {
+        LitSegNodeParser: "segmenter llm_identity prompt_version prompt_variant max_unit_words "
+        "max_retries retry_feedback temperature top_p top_k json_mode max_output_tokens "
+        "extra_body request_timeout num_workers cache_dir max_block_tokens target_words "
+        "min_words max_words cohesion_window",
+        LumberChunkerNodeParser: "llm_identity prompt_version unit window_words max_retries "
+        "fallback temperature max_output_tokens extra_body request_timeout num_workers cache_dir",
+        MarginSamplingNodeParser: "llm_identity history max_left_words top_logprobs "
+        "request_timeout num_workers cache_dir",
+    }
+    for parser in parsers:
+        keys = list(parser.to_dict())
+        assert keys[: len(NodeParser.model_fields) - 1] == [
+            k for k in NodeParser.model_fields if k != "callback_manager"
+        ]
+        ours = [k for k in keys if k not in NodeParser.model_fields]
+        assert ours == [*own_keys[type(parser)].split(), "class_name"]
 
 
 def test_repeated_passages_get_their_own_offsets():

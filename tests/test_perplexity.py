@@ -74,7 +74,7 @@ def test_sentence_losses_windows_and_context() -> None:
 
 @pytest.mark.llm
 def test_perplexity_chunker_with_llama_cpp(opening: Document, tmp_path: Path) -> None:
-    from litrag.local_llm import smollm2_path
+    from litrag.models.llama_server import smollm2_path
 
     parser = PerplexityNodeParser.from_model_path(
         smollm2_path(), window_tokens=512, context_tokens=128, cache_dir=tmp_path
@@ -110,7 +110,7 @@ def test_perplexity_scorer_fault_ends_the_child_not_the_caller(opening: Document
     import signal
 
     from litrag.chunkers.perplexity import ChildTokenLogprobs
-    from litrag.local_llm import LocalModelError, smollm2_path
+    from litrag.models.llama_server import LocalModelError, smollm2_path
 
     scorer = ChildTokenLogprobs(smollm2_path(), n_ctx=512)
     try:

@@ -233,7 +233,7 @@ def test_presets_and_environment(monkeypatch):
     monkeypatch.setenv("LITRAG_RETRIEVAL", "paper")
     monkeypatch.setenv("LITRAG_RETRIEVAL_ALPHA", "0.25")
     monkeypatch.setenv("LITRAG_RETRIEVAL_TOP_K", "3")
-    s = RetrievalSettings.from_env()
+    s = RetrievalSettings.from_settings()
     assert (s.preset, s.alpha, s.top_k, s.dense_top_k) == ("paper", 0.25, 3, 18)
     with pytest.raises(ValueError, match="unknown retrieval preset"):
         RetrievalSettings.from_preset("best")

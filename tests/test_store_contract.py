@@ -33,11 +33,11 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
 )
 
-from litrag.embeddings import SentenceWindowEncoder
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
 from litrag.query.edge_schema import EdgeStoreConfig
 from litrag.query.edge_store import QdrantEdgeVectorStore, StoreLockedError, node_id_to_point_id
+from litrag.query.windows import SentenceWindowEncoder
 from litrag.segment.offline import StaticVectors
 
 # qdrant-client's embedded mode ignores payload indexes (QdrantVectorStore asks for one on doc_id)

@@ -29,12 +29,16 @@ def test_url_settings_build_the_client_arguments():
 
 
 def test_default_is_edge_and_url_is_qdrant_client(tmp_path, monkeypatch):
+    """QDRANT_URL reaches the store through the settings, never read by the store itself."""
     monkeypatch.delenv("QDRANT_URL", raising=False)
-    edge = make_vector_store(tmp_path / "a", dense_dim=8)
+    edge = make_vector_store(tmp_path / "a", dense_dim=8, url=Settings().qdrant_url)
     assert type(edge).__name__ == "QdrantEdgeVectorStore"
     edge.close()
     monkeypatch.setenv("QDRANT_URL", f"path:{tmp_path / 'server'}")
-    server = make_vector_store(tmp_path / "b", dense_dim=8)
+    unset = make_vector_store(tmp_path / "c", dense_dim=8)  # no url given: embedded
+    assert type(unset).__name__ == "QdrantEdgeVectorStore"
+    unset.close()
+    server = make_vector_store(tmp_path / "b", dense_dim=8, url=Settings().qdrant_url)
     assert type(server).__name__ == "QdrantVectorStore"
     assert server.enable_hybrid
 

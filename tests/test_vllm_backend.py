@@ -30,12 +30,12 @@ from litrag.builders import build_answer_llm
 from litrag.cli.common import BUNDLED_BOOK
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
-from litrag.llm_backends import BackendError, in_process_vllm, server_llm
-from litrag.local_llm import LlamaServer, qwen_1_5b_path
+from litrag.models.llama_server import LlamaServer, qwen_1_5b_path
+from litrag.models.served import BackendError, in_process_vllm, server_llm
+from litrag.models.vllm_server import LLMEndpointError, LLMServerHTTPError, VllmChatServer
 from litrag.query.answer import QA_SYSTEM_PROMPT, describe_llm_error
 from litrag.segment import LitSegNodeParser
 from litrag.settings import Settings
-from litrag.vllm_client import LLMEndpointError, LLMServerHTTPError, VllmChatServer
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEM = ChatMessage(role=MessageRole.SYSTEM, content="You answer in a few words.")
@@ -277,7 +277,7 @@ def test_the_extra_adds_only_the_client_and_its_exit_hook_is_quiet():
     raw = subprocess.run([*run, no_torch + "import llama_index.llms.vllm"], capture_output=True)
     assert raw.returncode == 0 and b"Exception ignored" in raw.stderr
     ours = subprocess.run(
-        [*run, no_torch + "import litrag.vllm_client"], capture_output=True, env=env
+        [*run, no_torch + "import litrag.models.vllm_server"], capture_output=True, env=env
     )
     assert ours.returncode == 0 and ours.stderr == b""
 

@@ -22,6 +22,7 @@ from test_retriever import WILD, ingested_shelf
 from litrag.chunkers.baselines import paragraph_chunker, paragraph_spans
 from litrag.ingestion.library import Library
 from litrag.query.bm25 import BM25Encoder, saturation, term_id, tokenize
+from litrag.query.edge_search import query_filter
 from litrag.query.retriever import BookRetriever, RetrievalSettings, loaded_books
 from litrag.query.stores import make_vector_store
 from litrag.query.window_bm25 import best_window_scores, mix_scores, rescore
@@ -68,7 +69,7 @@ def _reference_idf(nodes: list) -> dict[str, float]:
 
 def test_engine_idf_is_read_back_per_term(store, wild_nodes):
     q = _sparse_query(10)
-    got = store._query_idf(q, store._query_filter(q))
+    got = store._search().query_idf(q, query_filter(q))
     want = {term_id(t): v for t, v in _reference_idf(wild_nodes).items()}
     assert got.keys() == want.keys() and len(got) >= 4
     assert got == pytest.approx(want, rel=1e-4)
@@ -154,7 +155,7 @@ def test_retriever_passes_its_weight_and_the_setting_is_checked(
     assert got_on == store.query(_sparse_query(40), sparse_window_weight=0.3).ids
     assert got_on != got_off
     monkeypatch.setenv("LITRAG_RETRIEVAL_BM25_WINDOWS", "0")
-    assert RetrievalSettings.from_env().bm25_windows == 0.0
+    assert RetrievalSettings.from_settings().bm25_windows == 0.0
     monkeypatch.setenv("LITRAG_RETRIEVAL_BM25_WINDOWS", "1.5")
     with pytest.raises(SettingsError, match="LITRAG_RETRIEVAL_BM25_WINDOWS must be between"):
         Settings()
@@ -241,7 +242,7 @@ def test_retriever_passes_the_window_kind_and_the_setting_is_checked(home, store
     assert got == store.query(q, sparse_window_weight=0.5, sparse_window_kind="paragraphs").ids
     assert got != store.query(q, sparse_window_weight=0.5, sparse_window_kind="sentences").ids
     monkeypatch.setenv("LITRAG_RETRIEVAL_BM25_WINDOW_KIND", "paragraphs")
-    assert RetrievalSettings.from_env().bm25_window_kind == "paragraphs"
+    assert RetrievalSettings.from_settings().bm25_window_kind == "paragraphs"
     monkeypatch.setenv("LITRAG_RETRIEVAL_BM25_WINDOW_KIND", "words")
     with pytest.raises(SettingsError, match="LITRAG_RETRIEVAL_BM25_WINDOW_KIND must be one of"):
         Settings()

@@ -20,8 +20,8 @@ def start_llm(
     s: Settings, no_llm: bool, say: Callable[[str], None]
 ) -> tuple[AnswerLLM | None, str]:
     """The answering LLM, or None and why (answers are then extractive, labelled so)."""
-    from litrag.llm_backends import BackendError
-    from litrag.local_llm import LocalModelError
+    from litrag.models.llama_server import LocalModelError
+    from litrag.models.served import BackendError
     from litrag.settings import llm_backend
 
     if no_llm:

@@ -18,18 +18,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llama_index.core.base.base_query_engine import BaseQueryEngine
+
 from litrag.builders import (
     AnswerLLM,
     build_character_indexer,
     build_embed_model,
     build_parser,
     build_routed_engine,
+    build_shared_store,
+    build_window_encoder,
 )
-from litrag.embeddings import SentenceWindowEncoder
 from litrag.ingestion.library import BookRecord, IngestReport, Library
 from litrag.query.answer import CONDENSE_PROMPT, Answer, AnswerStream
 from litrag.query.retriever import RetrievalSettings, loaded_books
-from litrag.query.stores import EDGE_IDF_SCOPE, make_vector_store, store_description
+from litrag.query.stores import store_description
 from litrag.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -40,6 +43,7 @@ _FOLLOW_UP = re.compile(
     r"after|before|why|and)\b",
     re.IGNORECASE,
 )
+MAX_ENGINES = 32  # engines kept for reuse (a book x spoiler limit x settings each)
 HISTORY_TURNS = 3  # turns shown to the rewriting LLM: enough for pronouns, cheap to prefill
 
 
@@ -64,38 +68,6 @@ class CharacterProfile:
     blocks: dict[str, Any] = field(default_factory=dict)  # its cited blocks, within the limit
 
 
-def open_shared_store(
-    s: Settings,
-    dense_dim: int | None = None,
-    window_doc_fn: Any = None,
-    collection: str | None = None,
-) -> Any:
-    """The library's store (or another of its collections) for a process that serves many
-    threads.
-
-    Embedded: an Edge store whose calls take one lock. Server (``QDRANT_URL``): qdrant-client,
-    which is thread-safe, as ``make_vector_store`` builds it.
-    """
-    collection = collection or s.collection
-    if s.qdrant_url:
-        return make_vector_store(
-            s.home, collection, dense_dim=dense_dim, url=s.qdrant_url, api_key=s.qdrant_api_key
-        )
-    from litrag.app.store import LockedEdgeStore
-    from litrag.query.bm25 import BM25Encoder
-
-    encoder = BM25Encoder()
-    return LockedEdgeStore(
-        path=s.home / "index",
-        collection_name=collection,
-        dense_dim=dense_dim,
-        sparse_doc_fn=encoder.doc_fn,
-        sparse_query_fn=encoder.query_fn,
-        sparse_idf_scope=EDGE_IDF_SCOPE,
-        window_doc_fn=window_doc_fn,
-    )
-
-
 class ChatService:
     """The process's library, embedder, store and LLM; answers and ingests for every session."""
 
@@ -112,10 +84,10 @@ class ChatService:
         self.embed_model = embed_model if embed_model is not None else build_embed_model(settings)
         if store is None:
             dim = len(self.embed_model.get_text_embedding("dimension probe"))
-            store = open_shared_store(
+            store = build_shared_store(
                 settings,
                 dense_dim=dim,
-                window_doc_fn=SentenceWindowEncoder(self.embed_model.get_text_embedding_batch),
+                window_doc_fn=build_window_encoder(self.embed_model),
             )
         self.store = store
         self.answer_llm = answer_llm
@@ -127,6 +99,8 @@ class ChatService:
         self._chapters: dict[str, list[tuple[int, str]]] = {}
         self._assets: Any = None
         self._assets_lock = threading.Lock()
+        self._engines: dict[tuple[object, ...], BaseQueryEngine] = {}
+        self._engines_lock = threading.Lock()
 
     # -- the library ------------------------------------------------------------------------
     @property
@@ -169,7 +143,7 @@ class ChatService:
                 name = assets_collection(self.settings.collection)
                 if not self.settings.qdrant_url and not (self.home / "index" / name).exists():
                     return None
-                store = open_shared_store(self.settings, collection=name)
+                store = build_shared_store(self.settings, collection=name)
                 self._assets = AssetStore(self.home, store, self.embed_model)
             return self._assets
 
@@ -314,34 +288,72 @@ class ChatService:
             raise ValueError("the question is empty")
         if not book_ids:
             raise ValueError("choose at least one book")
-        settings = RetrievalSettings.from_env(
-            retrieval or self.settings.retrieval, self.settings.retrieval_overrides
-        )
-        if top_k:
-            settings.top_k = top_k
-        llm = self.llm if use_llm else None
-        done, _ = loaded_books(Library.read_registry(self.home))
+        records = Library.read_registry(self.home)  # once per question
+        done, _ = loaded_books(records)
         title = "; ".join(done.get(b, b) for b in book_ids)
+        engine = self.engine(
+            book_ids,
+            records,
+            upto_chapter=upto_chapter,
+            use_llm=use_llm,
+            retrieval=retrieval,
+            top_k=top_k,
+        )
         standalone = (
             self.condense(message, history, title)
             if use_llm
             else _concat_follow_up(message, history)
         )
-        # One book with a character index or assets: the question goes to a narrative tool
-        # (profile, outline, plotline...) as in `litrag ask`; else the plain passage answer.
-        engine = build_routed_engine(
-            self.settings,
-            list(book_ids),
-            assets=self.asset_store(),
-            upto_chapter=upto_chapter,
-            llm=llm,
-            llm_description=self.answer_llm.description if llm is not None else None,
-            llm_health=self.answer_llm.diagnose if llm is not None else None,
-            retrieval=settings,
-            store=self.store,
-            embed_model=self.embed_model,
-        )
         return engine.ask(standalone), standalone
+
+    def engine(
+        self,
+        book_ids: Sequence[str],
+        records: list[BookRecord],
+        *,
+        upto_chapter: int | None = None,
+        use_llm: bool = True,
+        retrieval: str | None = None,
+        top_k: int | None = None,
+    ) -> BaseQueryEngine:
+        """The query engine for these books and settings, built once and reused by every
+        question that asks with them. One book with a character index or assets gets the routed
+        engine (narrative tools, as in `litrag ask`); else the plain passage engine. An ingest,
+        a removal or a new asset build changes the registry, which makes a new one."""
+        llm = self.llm if use_llm else None
+        key = (
+            id(llm),  # the cached engine holds the LLM, so its id is not reused meanwhile
+            tuple(book_ids),
+            upto_chapter,
+            use_llm,
+            retrieval,
+            top_k,
+            tuple((r.book_id, r.status, r.fingerprint, r.ingested_at) for r in records),
+            self.asset_store() is not None,
+        )
+        with self._engines_lock:
+            engine = self._engines.get(key)
+            if engine is None:
+                settings = RetrievalSettings.from_settings(self.settings, retrieval)
+                if top_k:
+                    settings.top_k = top_k
+                engine = build_routed_engine(
+                    self.settings,
+                    list(book_ids),
+                    assets=self.asset_store(),
+                    upto_chapter=upto_chapter,
+                    llm=llm,
+                    llm_description=self.answer_llm.description if llm is not None else None,
+                    llm_health=self.answer_llm.diagnose if llm is not None else None,
+                    retrieval=settings,
+                    store=self.store,
+                    embed_model=self.embed_model,
+                    records=records,
+                )
+                if len(self._engines) >= MAX_ENGINES:  # the oldest goes first
+                    self._engines.pop(next(iter(self._engines)))
+                self._engines[key] = engine
+            return engine
 
     @staticmethod
     def finished(stream: AnswerStream, message: str, standalone: str) -> Answer:

@@ -20,24 +20,21 @@ units; together they cover every unit of the document in order, with no overlap.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from functools import partial
+from typing import Any, ClassVar, Literal
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
-from llama_index.core.callbacks import CallbackManager
-from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from litrag.chunkers.base import ExactOffsetsNodeParser, Span, run_sync, slice_node
+from litrag.chunkers.base import ExactOffsetsNodeParser, Span, slice_node
 from litrag.chunkers.baselines import ParagraphNodeParser
-from litrag.segment.cache import ResponseCache
-from litrag.segment.llm_calls import LLMCaller, LLMUnavailableError, Sampling, llm_identity
+from litrag.segment.llm_calls import LLMCaller, LLMUnavailableError, Sampling
+from litrag.segment.llm_parser import LLMNodeParser
 from litrag.segment.sentences import split_sentences
 
 PROMPT_VERSION = "lumberchunker-1"
@@ -127,15 +124,9 @@ class _Cut:
     attempts: int
 
 
-class LumberChunkerNodeParser(ExactOffsetsNodeParser):
+class LumberChunkerNodeParser(LLMNodeParser, ExactOffsetsNodeParser):
     """LumberChunker: an LLM picks the first unit of each window where the content shifts."""
 
-    llm: LLM | None = Field(default=None, exclude=True, description="The LLM that picks cuts.")
-    llm_identity: str = Field(
-        default="",
-        description="Which LLM picks the cuts (class, model, endpoint); part of the reply cache "
-        "key. Pass a stable name for a server on a changing port (a local llama.cpp).",
-    )
     prompt_version: str = Field(default=PROMPT_VERSION, description="Version of the prompts.")
     unit: Literal["paragraph", "sentence"] = Field(
         default="paragraph",
@@ -161,34 +152,22 @@ class LumberChunkerNodeParser(ExactOffsetsNodeParser):
         description="Extra request fields for OpenAI-compatible servers, e.g. "
         "{'chat_template_kwargs': {'enable_thinking': False}} for Qwen3 on vLLM.",
     )
-    request_timeout: float | None = Field(
-        default=600.0, description="Seconds before an LLM call counts as a failed attempt."
-    )
-    num_workers: int = Field(
-        default=4, ge=1, description="Documents chunked at once (a document's calls are serial)."
-    )
-    cache_dir: str | None = Field(
-        default=None, description="Folder of the persistent LLM reply cache; None disables it."
+    _dump_order: ClassVar[tuple[str, ...]] = (
+        "llm_identity",
+        "prompt_version",
+        "unit",
+        "window_words",
+        "max_retries",
+        "fallback",
+        "temperature",
+        "max_output_tokens",
+        "extra_body",
+        "request_timeout",
+        "num_workers",
+        "cache_dir",
     )
 
     _summary: LumberSummary = PrivateAttr(default_factory=LumberSummary)
-
-    def __init__(
-        self,
-        llm: LLM,
-        callback_manager: CallbackManager | None = None,
-        **kwargs: Any,
-    ) -> None:
-        if llm is None:
-            raise ValueError("LumberChunkerNodeParser needs an llm")
-        if "cache_dir" in kwargs and kwargs["cache_dir"] is not None:
-            kwargs["cache_dir"] = str(kwargs["cache_dir"])
-        super().__init__(
-            llm=llm,
-            llm_identity=kwargs.pop("llm_identity", None) or llm_identity(llm),
-            callback_manager=callback_manager or CallbackManager([]),
-            **kwargs,
-        )
 
     @classmethod
     def class_name(cls) -> str:
@@ -215,21 +194,14 @@ class LumberChunkerNodeParser(ExactOffsetsNodeParser):
             for i, (a, b) in enumerate(spans[start:end], start=start)
         )
 
-    def _caller(self) -> LLMCaller:
-        assert self.llm is not None
-        sampling = Sampling(
+    def _sampling(self) -> Sampling:
+        return Sampling(
             temperature=self.temperature,
             top_p=1.0,
             json_mode=False,
             max_tokens=self.max_output_tokens,
             extra_body=tuple(sorted(self.extra_body.items())),
         )
-        cache = None
-        if self.cache_dir:
-            cache = ResponseCache(Path(self.cache_dir) / "llm_replies.sqlite")
-        caller = LLMCaller(self.llm, sampling, self.request_timeout, cache)
-        caller.identity = self.llm_identity or caller.identity
-        return caller
 
     # -- the walk over one document ----------------------------------------------------------
 
@@ -304,39 +276,16 @@ class LumberChunkerNodeParser(ExactOffsetsNodeParser):
 
     # -- NodeParser ---------------------------------------------------------------------------
 
-    def _parse_nodes(
-        self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
-    ) -> list[BaseNode]:
-        return run_sync(self._aparse_nodes(nodes, show_progress=show_progress, **kwargs))
-
     async def _aparse_nodes(
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
     ) -> list[BaseNode]:
         t0 = time.perf_counter()
-        caller = self._caller()
-        gate = asyncio.Semaphore(self.num_workers)
         texts = [d.get_content(metadata_mode=MetadataMode.NONE) for d in nodes]
         spans = [self.units(t) for t in texts]
-
-        async def run(i: int) -> list[_Cut]:
-            async with gate:
-                return await self._walk(caller, texts[i], spans[i])
-
-        tasks = [asyncio.ensure_future(run(i)) for i in range(len(nodes))]
-        try:
-            if show_progress:
-                from tqdm.auto import tqdm
-
-                for fut in tqdm(asyncio.as_completed(tasks), total=len(tasks), desc="Lumber"):
-                    await fut
-            else:
-                await asyncio.gather(*tasks)
-            all_cuts = [t.result() for t in tasks]
-        finally:
-            for task in tasks:
-                task.cancel()
-            if caller.cache is not None:
-                caller.cache.close()
+        with self._reply_cache() as cache:
+            caller = self._caller(self._sampling(), cache)
+            jobs = [partial(self._walk, caller, t, s) for t, s in zip(texts, spans, strict=True)]
+            all_cuts = await self._gather(jobs, show_progress, "Lumber")
         out: list[BaseNode] = []
         for doc, text, units, cuts in zip(nodes, texts, spans, all_cuts, strict=True):
             source = doc.as_related_node_info()

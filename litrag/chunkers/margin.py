@@ -17,18 +17,16 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any
+from functools import partial
+from typing import Any, ClassVar
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
-from llama_index.core.callbacks import CallbackManager
-from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from litrag.chunkers.base import ExactOffsetsNodeParser, run_sync, slice_node
+from litrag.chunkers.base import ExactOffsetsNodeParser, slice_node
 from litrag.segment.cache import ResponseCache
-from litrag.segment.llm_calls import llm_identity
+from litrag.segment.llm_parser import LLMNodeParser
 from litrag.segment.sentences import Sentence, split_sentences
 
 MARGIN_HISTORY = 5
@@ -72,11 +70,12 @@ def margin_from_logprobs(top: Sequence[tuple[str, float]]) -> float | None:
     return p["2"] - p["1"] if seen else None
 
 
-class MarginSamplingNodeParser(ExactOffsetsNodeParser):
-    """Chunks grown sentence by sentence while the LLM's keep-vs-split margin beats its mean."""
+class MarginSamplingNodeParser(LLMNodeParser, ExactOffsetsNodeParser):
+    """Chunks grown sentence by sentence while the LLM's keep-vs-split margin beats its mean.
 
-    llm: LLM | None = Field(default=None, exclude=True, description="A chat LLM with logprobs.")
-    llm_identity: str = Field(default="", description="Which LLM decides (a cache key).")
+    ``llm`` is a chat LLM whose replies carry log-probabilities.
+    """
+
     history: int = Field(
         default=MARGIN_HISTORY, gt=0, description="Margins averaged into the threshold (paper: 5)."
     )
@@ -87,21 +86,18 @@ class MarginSamplingNodeParser(ExactOffsetsNodeParser):
         "sentences), to bound the prompt.",
     )
     top_logprobs: int = Field(default=10, gt=1, description="Top tokens read for '1' and '2'.")
-    request_timeout: float | None = Field(default=600.0, description="Seconds per call.")
-    num_workers: int = Field(default=4, ge=1, description="Documents decided at once.")
-    cache_dir: str | None = Field(default=None, description="Reply cache folder; None: off.")
+
+    _dump_order: ClassVar[tuple[str, ...]] = (
+        "llm_identity",
+        "history",
+        "max_left_words",
+        "top_logprobs",
+        "request_timeout",
+        "num_workers",
+        "cache_dir",
+    )
 
     _summary: MarginSummary = PrivateAttr(default_factory=MarginSummary)
-
-    def __init__(self, llm: LLM, callback_manager: CallbackManager | None = None, **kwargs: Any):
-        if kwargs.get("cache_dir") is not None:
-            kwargs["cache_dir"] = str(kwargs["cache_dir"])
-        super().__init__(
-            llm=llm,
-            llm_identity=kwargs.pop("llm_identity", None) or llm_identity(llm),
-            callback_manager=callback_manager or CallbackManager([]),
-            **kwargs,
-        )
 
     @classmethod
     def class_name(cls) -> str:
@@ -141,8 +137,12 @@ class MarginSamplingNodeParser(ExactOffsetsNodeParser):
             cache.put(key, {"margin": value, "reply": response.message.content or ""})
         return value
 
-    async def _walk(self, text: str, sentences: list[Sentence], cache: Any) -> list[int]:
-        """Indices of the sentences that start a new chunk (0 first)."""
+    async def _walk(
+        self, text: str, sentences: list[Sentence], cache: ResponseCache | None
+    ) -> list[int]:
+        """Indices of the sentences that start a new chunk (0 first; none without sentences)."""
+        if not sentences:
+            return []
         starts = [0]
         recent: list[float] = []
         for i in range(1, len(sentences)):
@@ -169,31 +169,15 @@ class MarginSamplingNodeParser(ExactOffsetsNodeParser):
             recent = [*recent, value][-self.history :]
         return starts
 
-    def _parse_nodes(
-        self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
-    ) -> list[BaseNode]:
-        return run_sync(self._aparse_nodes(nodes, show_progress=show_progress, **kwargs))
-
     async def _aparse_nodes(
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
     ) -> list[BaseNode]:
         t0 = time.perf_counter()
-        cache = (
-            ResponseCache(Path(self.cache_dir) / "llm_replies.sqlite") if self.cache_dir else None
-        )
         texts = [d.get_content(metadata_mode=MetadataMode.NONE) for d in nodes]
         sents = [split_sentences(t) for t in texts]
-        gate = asyncio.Semaphore(self.num_workers)
-
-        async def run(i: int) -> list[int]:
-            async with gate:
-                return await self._walk(texts[i], sents[i], cache) if sents[i] else []
-
-        try:
-            all_starts = await asyncio.gather(*(run(i) for i in range(len(nodes))))
-        finally:
-            if cache is not None:
-                cache.close()
+        with self._reply_cache() as cache:
+            jobs = [partial(self._walk, t, s, cache) for t, s in zip(texts, sents, strict=True)]
+            all_starts = await self._gather(jobs, show_progress, "Margin sampling")
         out: list[BaseNode] = []
         for doc, text, sentences, starts in zip(nodes, texts, sents, all_starts, strict=True):
             source = doc.as_related_node_info()

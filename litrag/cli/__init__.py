@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
+from litrag import settings
 from litrag.cli import ask, assets, characters, distill, doctor, library, segment, verify
 from litrag.cli import eval as evaluation
 from litrag.cli.common import BUNDLED_BOOK
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         if line is not None:
             print(f"error: {line}", file=sys.stderr)
             return 2
-        if os.environ.get("LITRAG_DEBUG"):
+        if settings.debug():
             raise
         log = _log_traceback()
         first = str(exc).splitlines()[0] if str(exc) else ""

@@ -29,8 +29,8 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     from litrag.builders import build_answer_llm, build_query_engine, build_routed_engine
     from litrag.ingestion.integrity import LibraryDamagedError, check_files
     from litrag.ingestion.library import Library
-    from litrag.llm_backends import BackendError
-    from litrag.local_llm import LocalModelError
+    from litrag.models.llama_server import LocalModelError
+    from litrag.models.served import BackendError
     from litrag.query.edge_store import StoreLockedError
     from litrag.query.retriever import RetrievalSettings, UnknownBookError
     from litrag.settings import llm_backend
@@ -71,7 +71,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         except (BackendError, ImportError) as exc:
             return fail(str(exc).splitlines()[0])
     try:
-        retrieval = RetrievalSettings.from_env(s.retrieval, s.retrieval_overrides)
+        retrieval = RetrievalSettings.from_settings(s)
         if s.top_k is not None:
             retrieval.top_k = s.top_k
         build = build_query_engine if args.no_route else build_routed_engine

@@ -14,7 +14,12 @@ import time
 from types import TracebackType
 from typing import Any
 
-from litrag.cli.common import add_backend_flag, llm_from_args, local_server_llm, settings_from_args
+from litrag.cli.common import (
+    add_backend_flag,
+    backend_from_args,
+    llm_from_args,
+    settings_from_args,
+)
 
 COST = (
     "one LLM call per plot block (and one per retry), cached; measured 126 s a block with the "
@@ -52,9 +57,8 @@ class AssetBuilder:
     ) -> None:
         """``block_store`` / ``embed_model``: the caller's, when it has them open already (the
         embedded store admits one opener per process)."""
-        from litrag.builders import build_embed_model
+        from litrag.builders import build_embed_model, build_store
         from litrag.narrative.asset_store import AssetStore
-        from litrag.query.stores import make_vector_store
 
         if getattr(args, "timeout", None) is None:  # ingest: LITRAG_LLM_TIMEOUT, else 600 s
             args = argparse.Namespace(**{**vars(args), "timeout": s.llm_timeout or 600.0})
@@ -68,9 +72,7 @@ class AssetBuilder:
         self.assets: Any = None
         try:
             if self.blocks is None:
-                self.blocks = make_vector_store(
-                    s.home, s.collection, url=s.qdrant_url, api_key=s.qdrant_api_key
-                )
+                self.blocks = build_store(s)
             embed = embed_model if embed_model is not None else build_embed_model(s)
             self.assets = AssetStore.open(
                 s.home, s.collection, url=s.qdrant_url, api_key=s.qdrant_api_key, embed_model=embed
@@ -176,19 +178,21 @@ class AssetBuilder:
 
 def _lazy_local_llm(args: argparse.Namespace) -> Any:
     """The packaged model behind llama.cpp's server, started on the first uncached call."""
-    from litrag.lazy_llm import LazyServerLLM
-    from litrag.local_llm import LlamaServer, local_model_path
+    from litrag.builders import build_lazy_local_llm
+    from litrag.settings import Settings
 
-    def start() -> LlamaServer:
+    def say() -> None:
         if not args.quiet:
             print(f"starting the local LLM ({args.local_llm}) ...", file=sys.stderr)
-        return LlamaServer(local_model_path(args.local_llm), n_ctx=args.n_ctx).start()
 
-    return LazyServerLLM(
-        start,
-        lambda server: local_server_llm(args, server, args.n_ctx),
-        model=args.local_llm,
-        context_window=args.n_ctx,
+    s = Settings()
+    return build_lazy_local_llm(
+        s,
+        args.local_llm,
+        n_ctx=args.n_ctx,
+        timeout=args.timeout,
+        backend=backend_from_args(args, s),
+        on_start=say,
     )
 
 
@@ -206,7 +210,7 @@ def assets_after_ingest(
     undone. Books whose assets are complete are skipped. Returns the books left with no
     assets, or with failed blocks."""
     from litrag.ingestion.library import Library
-    from litrag.local_llm import LocalModelError
+    from litrag.models.llama_server import LocalModelError
     from litrag.segment.llm_calls import LLMUnavailableError
 
     if not book_ids:

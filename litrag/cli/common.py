@@ -26,32 +26,34 @@ def llm_from_args(args: argparse.Namespace) -> Any:
     """The LLM asked for on the command line (``--llm-url`` through the backend's client;
     ``--llm-backend vllm --model M`` without a URL: in-process vLLM), or None for the offline
     segmenter."""
-    from litrag.llm_backends import in_process_vllm, server_llm, url_client
+    from litrag.builders import build_in_process_vllm, build_url_llm
 
     s = Settings()
     backend = backend_from_args(args, s)
     if args.llm_url:
-        return server_llm(
-            url_client(backend),
+        return build_url_llm(
+            s,
             args.llm_url,
             args.model or "local",
-            context_window=s.llm_context,
+            backend=backend,
             timeout=args.timeout,
             api_key=s.llm_api_key,
         )
     if backend == "vllm" and args.model and not getattr(args, "local_llm", None):
-        return in_process_vllm(args.model)
+        return build_in_process_vllm(args.model)
     return None
 
 
 def local_server_llm(args: argparse.Namespace, server: Any, context_window: int) -> Any:
     """The LLM for a packaged model's llama.cpp server, through the backend's client."""
-    from litrag.llm_backends import server_llm, url_client
+    from litrag.builders import build_url_llm
 
-    return server_llm(
-        url_client(backend_from_args(args)),
+    s = Settings()
+    return build_url_llm(
+        s,
         server.api_base,
         server.model,
+        backend=backend_from_args(args, s),
         context_window=context_window,
         timeout=args.timeout,
     )

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from litrag import settings
 from litrag.cli.common import add_backend_flag, backend_from_args
 
 
@@ -22,7 +22,7 @@ def _one_line(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
         try:
             return fn(args)
         except (ValueError, ImportError, RuntimeError) as exc:
-            if os.environ.get("LITRAG_DEBUG"):
+            if settings.debug():
                 raise
             line = str(exc).splitlines()[0] if str(exc) else repr(exc)
             print(f"error: {line}", file=sys.stderr)
@@ -38,17 +38,12 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _server_llm(args: argparse.Namespace, url: str, model: str, timeout: float) -> Any:
-    from litrag.llm_backends import server_llm, url_client
+    from litrag.builders import build_url_llm
     from litrag.settings import Settings
 
     s = Settings()
-    return server_llm(
-        url_client(backend_from_args(args, s)),
-        url,
-        model,
-        context_window=s.llm_context,
-        timeout=timeout,
-        api_key=s.llm_api_key,
+    return build_url_llm(
+        s, url, model, backend=backend_from_args(args, s), timeout=timeout, api_key=s.llm_api_key
     )
 
 

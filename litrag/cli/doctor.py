@@ -1,17 +1,171 @@
-"""``litrag doctor``: what is wrong with this machine's setup, one check per line."""
+"""``litrag doctor``: what is wrong with this machine's setup, one check per line.
+
+The checks live beside what they check (``litrag.models.checks``: CPU, llama.cpp build, models,
+embeddings, the LLM server; ``litrag.ingestion.checks``: the store); this module runs them in
+order, adds the short generation (through ``litrag.builders``, as ``litrag ask`` builds its LLM)
+and prints or dumps the report.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 from litrag.cli.common import add_backend_flag
+from litrag.ingestion.checks import check_store
+from litrag.models.checks import (
+    Check,
+    check_cpu,
+    check_embeddings,
+    check_llama_build,
+    check_llm,
+    check_models,
+    cpu_info,
+)
+from litrag.settings import Settings, llm_backend
+
+GENERATION_PROMPT = "Name one animal. Answer in three words."
+
+
+def _uses_server(s: Settings, local_model: str | None) -> bool:
+    """Whether the generation check talks to ``LITRAG_LLM_URL`` (else the packaged model)."""
+    return bool(s.llm_url) and local_model is None and llm_backend(s) != "local"
+
+
+def check_generation(s: Settings, local_model: str | None = None, tokens: int = 16) -> Check:
+    """A short chat completion through what ``litrag ask`` would use."""
+    from litrag.builders import build_url_llm, local_server
+    from litrag.models.llama_server import LlamaServer, LocalModelError
+    from litrag.models.served import describe
+
+    server: LlamaServer | None = None
+    t0 = time.monotonic()
+    try:
+        url = s.llm_url if _uses_server(s, local_model) else None
+        if url:
+            llm = build_url_llm(
+                s, url, s.llm_model, timeout=120, api_key=s.llm_api_key, max_tokens=tokens
+            )
+            who = describe(llm_backend(s), s.llm_model, url)
+            load = 0.0
+        else:
+            name = local_model or s.local_llm
+            server = local_server(s, name, n_ctx=2048, startup_timeout=300)
+            load = time.monotonic() - t0
+            llm = build_url_llm(
+                s,
+                server.api_base,
+                server.model,
+                backend="local",
+                timeout=300,
+                context_window=server.n_ctx,
+                api_key=server.api_key,
+                max_retries=0,
+                max_tokens=tokens,
+                temperature=0.0,
+            )
+            who = f"{name} (local llama.cpp)"
+        t1 = time.monotonic()
+        text = llm.complete(GENERATION_PROMPT).text.strip()
+        took = time.monotonic() - t1
+    except (LocalModelError, ImportError, OSError, ValueError) as exc:
+        return Check("generation", "fail", str(exc).splitlines()[0])
+    except Exception as exc:  # the HTTP client's errors: a crash shows in the server's status
+        crash = server.failure() if server is not None else None
+        line = crash or f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return Check("generation", "fail", line)
+    finally:
+        if server is not None:
+            server.stop()
+    if not text:
+        return Check("generation", "fail", f"{who} returned an empty reply")
+    shown = text.splitlines()[0][:60]
+    return Check(
+        "generation",
+        "ok",
+        f"{who}: {shown!r} in {took:.1f} s (model load {load:.1f} s)",
+        {"text": text, "seconds": round(took, 2), "load_seconds": round(load, 2)},
+    )
+
+
+def _held_by(s: Settings) -> str | None:
+    """The running chat UI that holds the embedded store, described; None when none runs."""
+    from litrag.app.handoff import running_ui
+
+    ui = running_ui(s.home)
+    return ui.describe() if ui else None
+
+
+def run_checks(
+    s: Settings,
+    *,
+    generate: bool = True,
+    local_model: str | None = None,
+    say: Callable[[Check], None] | None = None,
+) -> list[Check]:
+    """Every check in order; ``say`` sees each as soon as it is done.
+
+    The generation check does not run against an LLM server whose models listing failed (one
+    that accepts connections and never answers would hold it for the client's timeouts and
+    retries, minutes): it says it was skipped, and why."""
+    cpu = cpu_info()
+    checks: list[Check] = []
+
+    def done(check: Check) -> Check:
+        checks.append(check)
+        if say is not None:
+            say(check)
+        return check
+
+    python = f"Python {platform.python_version()} ({sys.executable})"
+    done(Check("litrag", "info", f"{_version()} · {python} · home {s.home}"))
+    done(check_cpu(cpu))
+    done(check_llama_build(cpu))
+    done(check_models(s.models_dir or s.home / "models"))
+    done(check_embeddings(s.embed_model))
+    done(check_store(s, held_by=_held_by(s)))
+    llm = done(check_llm(s))
+    if not generate:
+        return checks
+    if llm.status == "fail" and _uses_server(s, local_model):
+        done(
+            Check(
+                "generation",
+                "fail",
+                f"skipped: the LLM server at {s.llm_url} did not answer the models listing",
+            )
+        )
+    else:
+        done(check_generation(s, local_model))
+    return checks
+
+
+def _version() -> str:
+    try:
+        return f"litrag {importlib.metadata.version('litrag')}"
+    except importlib.metadata.PackageNotFoundError:
+        return "litrag (not installed)"
+
+
+def format_check(check: Check) -> str:
+    mark = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "    "}[check.status]
+    return f"{mark} {check.name:<11} {check.detail}"
+
+
+def as_json(checks: list[Check]) -> str:
+    return json.dumps([asdict(c) for c in checks], indent=2)
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
     """`litrag doctor`: one line per check as it finishes; exit 1 when any check failed."""
     from litrag.cli.common import settings_from_args
-    from litrag.doctor import as_json, format_check, run_checks
 
     say = None if args.json else (lambda c: print(format_check(c), flush=True))
     checks = run_checks(

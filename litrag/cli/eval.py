@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import threading
@@ -22,9 +21,9 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
     from litrag.eval.registry import LLM_CHUNKERS, ChunkerLLM
     from litrag.eval.report import check_section, markdown, write_reports, write_section
     from litrag.eval.retrieval import evaluate_retrieval, parse_modes
-    from litrag.local_llm import LocalModelError
+    from litrag.models.llama_server import LocalModelError
 
-    data = Path(os.environ.get("LITRAG_DATA") or "../shared/data")
+    data = settings.data_dir()
     qfile = args.questions or data / "gutenqa" / "questions.jsonl"
     books = args.books or qfile.resolve().parent.parent
     out = args.out or settings.home() / "eval-results"
@@ -66,13 +65,20 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
         if wants_llm:
             llm, identity, path = llm_from_args(args), "", None
             if llm is None and args.local_llm:
-                from litrag.local_llm import LlamaServer, local_model_path
+                from litrag.builders import local_server
 
                 if threading.current_thread() is threading.main_thread():
                     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the server too
-                path = local_model_path(args.local_llm)
+                server = local_server(
+                    settings.Settings(),
+                    args.local_llm,
+                    n_ctx=args.n_ctx,
+                    start=False,
+                    n_threads=args.llm_threads,
+                )
+                path = server.model_path
                 say(f"starting the local LLM {path.name} (llama.cpp, n_ctx {args.n_ctx}) ...")
-                server = LlamaServer(path, n_ctx=args.n_ctx, n_threads=args.llm_threads).start()
+                server.start()
                 llm = local_server_llm(args, server, args.n_ctx)
                 identity = f"llama.cpp:{path.name}"  # stable across runs; the port is not
             if llm is not None:
@@ -88,9 +94,9 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
                 )
         reranker = None
         if args.reranker:
-            from litrag.query.rerank import Qwen3Reranker
+            from litrag.builders import build_reranker
 
-            reranker = Qwen3Reranker(model_path=args.reranker, top_n=None)
+            reranker = build_reranker(args.reranker, top_n=None)
         run = evaluate_retrieval(
             questions,
             books,
@@ -133,7 +139,7 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     from litrag.eval.answers import Generator, evaluate_answers
     from litrag.eval.judge import build_judge
     from litrag.eval.questions import DATASETS, load_answer_questions, select_questions
-    from litrag.local_llm import LocalModelError
+    from litrag.models.llama_server import LocalModelError
     from litrag.query.edge_store import StoreLockedError
     from litrag.query.retriever import RetrievalSettings, UnknownBookError
     from litrag.settings import focus_words, llm_backend
@@ -141,7 +147,7 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     previous = None
     if threading.current_thread() is threading.main_thread():  # the LLM server must not outlive us
         previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    data = Path(os.environ.get("LITRAG_DATA") or "../shared/data")
+    data = settings.data_dir()
     qfile = args.questions or data / DATASETS[args.dataset]
     books = args.books or qfile.resolve().parent.parent
     out = args.out or settings.home() / "eval-results"
@@ -158,7 +164,7 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
         questions, dropped_ids = select_questions(questions, wanted, args.limit, dropped)
         if not questions:
             raise ValueError(f"no questions left in {qfile} after --only-books / --limit")
-        retrieval = RetrievalSettings.from_env(args.retrieval or s.retrieval)
+        retrieval = RetrievalSettings.from_settings(s, args.retrieval)
         if args.top_k:
             retrieval.top_k = args.top_k
         order = args.passage_order or s.passage_order
@@ -190,7 +196,7 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
             chunker=args.chunker,
             generator=generator,
             judge=judge,
-            scorer=AnswerScorer.create(args.bertscore or os.environ.get("LITRAG_BERTSCORE_MODEL")),
+            scorer=AnswerScorer.create(args.bertscore or settings.bertscore_model()),
             retrieval=retrieval,
             library=s if args.library else None,
             dropped=dropped_ids,
@@ -221,7 +227,7 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
     from litrag.eval.report import check_section, replace_section
     from litrag.eval.retrieval import evaluate_retrieval, parse_modes
 
-    data = Path(os.environ.get("LITRAG_DATA") or "../shared/data")
+    data = settings.data_dir()
     public_file = args.public or data / "gutenqa" / "questions.jsonl"
     books = args.books or public_file.resolve().parent.parent
     command = "litrag " + " ".join(shlex.quote(a) for a in args.argv)

@@ -267,8 +267,8 @@ def _book_order(record: Any) -> tuple[Any, ...]:
 
 
 def _cmd_remove(args: argparse.Namespace) -> int:
+    from litrag.builders import build_store
     from litrag.ingestion.library import Library
-    from litrag.query.stores import make_vector_store
 
     s = settings_from_args(args)
     if not any(r.book_id == args.book for r in Library.read_registry(s.home)):
@@ -277,7 +277,7 @@ def _cmd_remove(args: argparse.Namespace) -> int:
     from litrag.query.edge_store import StoreLockedError
 
     try:
-        store = make_vector_store(s.home, s.collection, url=s.qdrant_url, api_key=s.qdrant_api_key)
+        store = build_store(s)
     except StoreLockedError as exc:
         print(f"error: {_locked_message(s.home, exc)}", file=sys.stderr)
         return 2

@@ -53,9 +53,10 @@ def _cmd_segment(args: argparse.Namespace) -> int:
     server = None
     llm = llm_from_args(args)
     if llm is None and args.local_llm:
-        from litrag.local_llm import LlamaServer, local_model_path
+        from litrag.builders import local_server
+        from litrag.settings import Settings
 
-        server = LlamaServer(local_model_path(args.local_llm), n_ctx=args.n_ctx)
+        server = local_server(Settings(), args.local_llm, n_ctx=args.n_ctx, start=False)
         server.__enter__()
         llm = local_server_llm(args, server, args.n_ctx)
     segmenter = args.segmenter or ("litseg-lite" if llm is not None else "offline")

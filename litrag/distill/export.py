@@ -46,7 +46,9 @@ def merge_adapter(base: str | Path, adapter: str | Path, out_dir: str | Path) ->
 def find_converter(hint: str | Path | None = None) -> Path | None:
     """llama.cpp's ``convert_hf_to_gguf.py``: ``hint`` (the file or a llama.cpp folder), else
     ``LITRAG_GGUF_CONVERTER``, else one on ``PATH``."""
-    for cand in (hint, os.environ.get("LITRAG_GGUF_CONVERTER")):
+    from litrag.settings import gguf_converter
+
+    for cand in (hint, gguf_converter()):
         if not cand:
             continue
         p = Path(cand).expanduser()

@@ -42,8 +42,6 @@ FORMAT_INVALID_JSON = -1.0
 FORMAT_MISSING_FIELDS = -0.8
 FORMAT_INVALID_SEGMENTS = -0.6
 
-FORMAT_WEIGHT = 0.1
-NARRATIVE_WEIGHT = 0.9
 
 REQUIRED_FIELDS = ("step1", "step2", "step3")
 
@@ -119,15 +117,6 @@ def format_reward(
         format_reward_value(completion_text(c), int(n))
         for c, n in zip(completions, n_sentences, strict=True)
     ]
-
-
-def combine(
-    format_value: float,
-    narrative_value: float,
-    weights: tuple[float, float] = (FORMAT_WEIGHT, NARRATIVE_WEIGHT),
-) -> float:
-    """The final GRPO objective for one completion: the weighted sum (paper: 0.1 and 0.9)."""
-    return weights[0] * format_value + weights[1] * narrative_value
 
 
 class NarrativeReward:

@@ -18,7 +18,6 @@ WordNet, METEOR runs with exact and stem matching only and its label says so.
 from __future__ import annotations
 
 import io
-import os
 import re
 import string
 import unicodedata
@@ -165,7 +164,9 @@ class WordNetSource:
 @lru_cache(maxsize=1)
 def load_wordnet() -> WordNetSource:
     """WordNet from disk, never from the network; see the module docstring for the order."""
-    env = os.environ.get("LITRAG_WORDNET")
+    from litrag.settings import wordnet_dir
+
+    env = wordnet_dir()
     if env:
         folder = find_wordnet_dir([env])
         if folder is None:
@@ -260,7 +261,7 @@ def load_bertscore(model: str | None) -> tuple[BertScore | None, str]:
         return None, "skipped: no model given (--bertscore minilm|PATH)"
     if model == "minilm":
         try:
-            from litrag.embeddings import minilm_path
+            from litrag.models.embedders import minilm_path
 
             path = minilm_path()
         except Exception as exc:  # the embeddings extra is missing

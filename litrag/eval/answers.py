@@ -356,7 +356,7 @@ def evaluate_answers(
     t_start = time.perf_counter()
     gen = generator or Generator()
     scorer = scorer or AnswerScorer.create()
-    retrieval = retrieval or RetrievalSettings.from_env()
+    retrieval = retrieval or RetrievalSettings.from_settings()
     cache = ResultCache(cache_dir / "answers.sqlite")
     lend_cache = judge is not None and judge.cache is None
     if judge is not None and lend_cache:

@@ -133,7 +133,7 @@ def windowed_minilm_embedder(
     The runtime follows ``LITRAG_EMBED_BACKEND`` / ``LITRAG_EMBED_PRECISION`` as an ingest does.
     torch and OpenVINO f32 vectors agree to 1e-6 and share cache entries; bf16 ones are kept apart.
     """
-    from litrag.embeddings import minilm_path
+    from litrag.models.embedders import minilm_path
     from litrag.settings import Settings
 
     path = Path(model_path) if model_path else minilm_path()
@@ -141,9 +141,9 @@ def windowed_minilm_embedder(
     s = Settings()
 
     def load() -> Any:
-        from litrag.embeddings import WindowedEmbedding
+        from litrag.builders import build_embed_model
 
-        return WindowedEmbedding(path, backend=s.embed_backend, precision=s.embed_precision)
+        return build_embed_model(s, path)
 
     # windows of the model's max length - 2 word pieces, stride 32 (WindowedEmbedding's defaults)
     bf16 = ", openvino bf16" if s.embed_precision == "bf16" and s.embed_backend != "torch" else ""

@@ -309,9 +309,8 @@ def build_judge(
     (one model in memory).
     Ratings are short and deterministic: temperature 0, a few tokens, Qwen3 thinking off.
     """
-    from litrag.builders import AnswerLLM, thinking_off
-    from litrag.llm_backends import describe, server_llm, url_client
-    from litrag.local_llm import LlamaServer, local_model_path
+    from litrag.builders import AnswerLLM, build_url_llm, local_server, thinking_off
+    from litrag.models.served import describe, url_client
     from litrag.query.answer import CHARS_PER_TOKEN
     from litrag.settings import llm_backend
 
@@ -320,10 +319,11 @@ def build_judge(
     if url:
         name = model or "local"
         backend = url_client(llm_backend(settings))  # a URL needs a client
-        llm = server_llm(
-            backend,
+        llm = build_url_llm(
+            settings,
             url,
             name,
+            backend=backend,
             context_window=ctx,
             timeout=timeout or 120.0,
             api_key=settings.llm_api_key,
@@ -335,10 +335,7 @@ def build_judge(
         server = getattr(answer_llm, "server", None)
         closer = None
         if server is None:
-            path = local_model_path(
-                settings.local_llm, settings.models_dir or settings.home / "models"
-            )
-            server = LlamaServer(path, n_ctx=ctx).start()
+            server = local_server(settings, n_ctx=ctx)
             closer = AnswerLLM(None, "", server)
         llm = server.llm(timeout=timeout or 900.0, max_retries=0, **params)
         identity = f"{server.model_path.stem} (local llama.cpp)"

@@ -130,9 +130,11 @@ def _perplexity(setup: ChunkerLLM) -> NodeParser:
 
 
 def _semantic_minilm() -> NodeParser:
-    from litrag.embeddings import WindowedEmbedding
+    from litrag.builders import build_embed_model
+    from litrag.models.embedders import minilm_path
+    from litrag.settings import Settings
 
-    return semantic_chunker(WindowedEmbedding())
+    return semantic_chunker(build_embed_model(Settings(), minilm_path()))
 
 
 _BASELINE_KEYS = {

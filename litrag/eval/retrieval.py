@@ -43,7 +43,6 @@ from llama_index.core.vector_stores.types import (
 )
 
 from litrag.chunkers.baselines import word_count
-from litrag.embeddings import SentenceWindowEncoder
 from litrag.eval.embedding_cache import CachedEmbedder, EmbeddingCache, windowed_minilm_embedder
 from litrag.eval.environment import environment
 from litrag.eval.metrics import Aggregate, QuestionScore, aggregate
@@ -57,6 +56,7 @@ from litrag.eval.registry import (
     slug,
 )
 from litrag.eval.spans import normalize
+from litrag.query.windows import SentenceWindowEncoder
 
 DEFAULT_TOP_K = 20
 DEFAULT_ALPHA = 0.5

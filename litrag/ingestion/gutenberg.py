@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from litrag.ingestion.book_bytes import BookLoadError, read_book_bytes
+
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024  # the largest Gutenberg novels are under 6 MB
 
 _F = re.IGNORECASE | re.MULTILINE
@@ -62,15 +64,6 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
 _NON_BOOK = re.compile(r"licen[cs]e|readme|copying", re.IGNORECASE)
 
 
-class BookLoadError(ValueError):
-    """A file that cannot be loaded as a book; the message names the file and the reason."""
-
-    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
-        self.path = str(path)
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}")
-
-
 @dataclass
 class Book:
     """A book's stripped text (LF line endings) and what is known about it."""
@@ -91,7 +84,7 @@ class Book:
 def load_book(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES) -> Book:
     """Read, decode, normalise and strip one plain-text book; ``BookLoadError`` if unusable."""
     p = Path(path)
-    data = _read_bytes(p, max_bytes)
+    data = read_book_bytes(p, max_bytes)
     raw, encoding, warnings = _decode(data, p)
     raw = raw.replace("\r\n", "\n").replace("\r", "\n")
     if not raw.strip():
@@ -122,32 +115,6 @@ def iter_book_files(path: str | os.PathLike[str], *, recursive: bool = False) ->
     if not files:
         raise BookLoadError(p, "folder holds no .txt books")
     return iter(files)
-
-
-def _read_bytes(p: Path, max_bytes: int) -> bytes:
-    try:
-        size = p.stat().st_size
-        if p.is_dir():
-            raise BookLoadError(p, "is a folder, not a file (use iter_book_files for folders)")
-        if size > max_bytes:
-            raise BookLoadError(
-                p,
-                f"file is {size:,} bytes, over the max_bytes limit of {max_bytes:,} bytes; "
-                "raise the limit with `litrag ingest --max-mb` (or load_book(max_bytes=...))",
-            )
-        if p.suffix.lower() == ".zip":  # a mirror's 12345-0.zip: its text, read in place
-            from litrag.ingestion.mirror import read_zip_text
-
-            data = read_zip_text(p, max_bytes)
-        else:
-            data = p.read_bytes()
-    except FileNotFoundError:
-        raise BookLoadError(p, "no such file") from None
-    except OSError as e:
-        raise BookLoadError(p, f"cannot read file ({e.strerror or e})") from None
-    if not data:
-        raise BookLoadError(p, "empty file")
-    return data
 
 
 def _decode(data: bytes, p: Path) -> tuple[str, str, list[str]]:

@@ -12,68 +12,33 @@ check and re-derives what can be re-derived (see ``litrag.cli.verify``).
 - ``check_store``: an opened store: point counts per book against the registry (an exact count
   on the ``book_id`` payload index, milliseconds), one point per book with non-zero vectors, and
   no points of books the registry does not list.
+
+What the library shares with these checks lives in small modules that import neither of them:
+``damage`` (``Problem``, ``LibraryDamagedError``), ``registry`` (``books.json``) and
+``book_points`` (a book's filter, its point count, ``BookScan``).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-REPAIR = "run `litrag verify --repair`"
+from litrag.ingestion.book_points import BookScan, count_points
+from litrag.ingestion.damage import REPAIR, LibraryDamagedError, Problem, read_json, set_aside
+from litrag.ingestion.registry import BookRecord, read_registry
 
+if TYPE_CHECKING:
+    from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-@dataclass
-class Problem:
-    """One disagreement: what is wrong, and the command that repairs it."""
-
-    what: str
-    fix: str
-    kind: str  # registry-file, docstore-file, cache-file, store-missing, store-config,
-    # points, vectors, interrupted, unregistered, orphans
-    book_id: str | None = None
-
-    def line(self) -> str:
-        return f"{self.what}: {self.fix}"
-
-
-class LibraryDamagedError(ValueError):
-    """The library's parts disagree; ``str()`` is one line: the first problem and its fix."""
-
-    def __init__(self, problems: Sequence[Problem]) -> None:
-        self.problems = list(problems)
-        more = len(self.problems) - 1
-        tail = (
-            f" ({more} more problem{'s' if more > 1 else ''}: see `litrag verify`)" if more else ""
-        )
-        super().__init__(self.problems[0].line() + tail)
-
-
-def read_json(path: Path, kind: str, fix: str) -> Any:
-    """``path``'s JSON; a file that is not JSON is a ``LibraryDamagedError`` naming it."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        reason = f"not text ({exc.reason})"
-    except json.JSONDecodeError as exc:
-        reason = f"not valid JSON ({exc.msg}: line {exc.lineno} column {exc.colno})"
-    raise LibraryDamagedError([Problem(f"{path} is damaged: {reason}", fix, kind)])
-
-
-def set_aside(path: Path) -> Path:
-    """Move a damaged file out of the way (kept, never deleted): ``NAME.damaged-<time>``."""
-    dest = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
-    path.replace(dest)
-    return dest
+    from litrag.ingestion.library import Library
+    from litrag.query.edge_store import QdrantEdgeVectorStore
 
 
 # ------------------------------------------------------------------------------- files only
 def check_files(
-    home: Path, collection: str, records: Iterable[Any], embedded: bool
+    home: Path, collection: str, records: Iterable[BookRecord], embedded: bool
 ) -> list[Problem]:
     """What can be told from the files alone, without opening (or locking) the store."""
     from litrag.query.edge_schema import config_mismatch, read_config, shard_config_path
@@ -131,24 +96,6 @@ def check_files(
 
 
 # ------------------------------------------------------------------------------- the store
-def count_points(store: Any, book_id: str | None = None) -> int:
-    """Points of one book (or all): exact, on the ``book_id`` payload index."""
-    from litrag.ingestion.library import _book_filter
-
-    filters = _book_filter(book_id) if book_id is not None else None
-    if hasattr(store, "count"):
-        return int(store.count(filters=filters))
-    client = getattr(store, "client", None)  # LlamaIndex's QdrantVectorStore
-    from qdrant_client import models
-
-    flt = None
-    if book_id is not None:
-        flt = models.Filter(
-            must=[models.FieldCondition(key="book_id", match=models.MatchValue(value=book_id))]
-        )
-    return int(client.count(store.collection_name, count_filter=flt, exact=True).count)
-
-
 def zero_vectors(vectors: dict[str, Any] | None, names: Sequence[str]) -> list[str]:
     """The names among ``names`` whose vector (or every vector of a multivector) is all zeros or
     absent: a point a search can never find by meaning."""
@@ -166,7 +113,9 @@ def zero_vectors(vectors: dict[str, Any] | None, names: Sequence[str]) -> list[s
 
 
 def check_store(
-    store: Any, records: Iterable[Any], book_ids: Sequence[str] | None = None
+    store: BasePydanticVectorStore,
+    records: Iterable[BookRecord],
+    book_ids: Sequence[str] | None = None,
 ) -> list[Problem]:
     """Counts per book against the registry, one sampled point per book, unregistered points.
 
@@ -218,14 +167,14 @@ def check_store(
     return problems
 
 
-def vector_names(store: Any) -> list[str]:
+def vector_names(store: BasePydanticVectorStore) -> list[str]:
     cfg = getattr(store, "config", None)
     if cfg is None:
         return []
     return [n for n in (cfg.dense_vector_name, cfg.window_vector_name) if n]
 
 
-def sample_vectors(store: Any, book_id: str) -> list[str]:
+def sample_vectors(store: BasePydanticVectorStore, book_id: str) -> list[str]:
     """Zero or missing vectors among the first stored points of ``book_id`` (embedded store)."""
     names = vector_names(store)
     if not names or getattr(store, "client", None) is None:
@@ -236,19 +185,7 @@ def sample_vectors(store: Any, book_id: str) -> list[str]:
     return sorted(bad)
 
 
-@dataclass
-class BookScan:
-    """What a full scan of the store found for one book."""
-
-    points: int = 0
-    zero: set[str] = field(default_factory=set)  # vector names found zero in some point
-    doc_ids: set[str] = field(default_factory=set)
-    chapters: set[int] = field(default_factory=set)
-    node_ids: set[str] = field(default_factory=set)
-    meta: dict[str, Any] = field(default_factory=dict)  # title, author, segmenter (first point)
-
-
-def scan_store(store: Any) -> tuple[dict[str | None, BookScan], int]:
+def scan_store(store: QdrantEdgeVectorStore) -> tuple[dict[str | None, BookScan], int]:
     """Every point, book by book, with its vectors checked; and the number of points seen."""
     names = vector_names(store)
     out: dict[str | None, BookScan] = {}
@@ -298,11 +235,9 @@ def check_library_files(
             else:
                 problems.extend(exc.problems)
     folder = home / "index" / collection
-    records: list[Any] = []
+    records: list[BookRecord] = []
     if (home / "books.json").exists():
-        from litrag.ingestion.library import Library
-
-        records = Library.read_registry(home)
+        records = read_registry(home)
     found = [p for p in check_files(home, collection, records, True) if p.kind == "store-config"]
     if found and repair:
         try:
@@ -321,7 +256,7 @@ def check_library_files(
 
 
 def verify_library(
-    library: Any, repair: bool, say: Any = lambda _m: None
+    library: Library, repair: bool, say: Callable[[str], None] = lambda _m: None
 ) -> tuple[list[Problem], list[str]]:
     """The full check of an opened library (embedded store): every point read, book by book,
     against the registry and the docstore; with ``repair``, what can be re-derived is: a book

@@ -17,9 +17,9 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import MISSING, asdict, dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CBEventType
@@ -27,21 +27,31 @@ from llama_index.core.callbacks.base_handler import BaseCallbackHandler
 from llama_index.core.ingestion import DocstoreStrategy, IngestionCache, IngestionPipeline
 from llama_index.core.schema import BaseNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
-from llama_index.core.vector_stores.types import (
-    BasePydanticVectorStore,
-    FilterOperator,
-    MetadataFilter,
-    MetadataFilters,
-)
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from tqdm.auto import tqdm
 
+from litrag.ingestion.book_points import BookScan, book_filter, count_points
 from litrag.ingestion.chapters import split_chapters
+from litrag.ingestion.damage import REPAIR, LibraryDamagedError, Problem
 from litrag.ingestion.gutenberg import DEFAULT_MAX_BYTES, BookLoadError, load_book
-from litrag.ingestion.integrity import REPAIR, LibraryDamagedError, Problem, count_points, read_json
 from litrag.ingestion.mirror import discover
 from litrag.ingestion.prefetch import Prefetched, Prefetcher
+from litrag.ingestion.registry import (
+    REGISTRY_NAME,
+    BookRecord,
+    read_registry,
+    read_rows,
+    write_rows,
+)
 from litrag.narrative.index import index_path, remove_index
 from litrag.segment import LitSegNodeParser
+
+if TYPE_CHECKING:
+    from litrag.narrative.asset_store import AssetRemover
+    from litrag.narrative.index import CharacterIndexer
+    from litrag.query.windows import SentenceWindowEncoder
+
+_T = TypeVar("_T")
 
 _NODE_NAMESPACE = uuid.UUID("6f1c2a52-5b1e-4c55-9d7c-6d1f2b8e7a10")
 
@@ -49,24 +59,6 @@ _NODE_NAMESPACE = uuid.UUID("6f1c2a52-5b1e-4c55-9d7c-6d1f2b8e7a10")
 def node_id_for(index: int, doc: BaseNode) -> str:
     """Deterministic node ids: the same chapter cut the same way gives the same ids."""
     return str(uuid.uuid5(_NODE_NAMESPACE, f"{doc.node_id}:{index}"))
-
-
-@dataclass
-class BookRecord:
-    """One row of ``litrag books``."""
-
-    book_id: str
-    title: str
-    author: str | None
-    chapters: int
-    nodes: int
-    segmenter: str
-    source: str
-    fingerprint: str
-    status: str = "ingesting"  # "ingesting" until the last batch is stored, then "complete"
-    ingested_at: str = ""
-    seconds: dict[str, float] = field(default_factory=dict)
-    catalog: dict[str, Any] = field(default_factory=dict)  # its pg_catalog.csv row, if given
 
 
 @dataclass
@@ -97,15 +89,15 @@ class Library:
         parser: LitSegNodeParser | None = None,
         batch_chapters: int = 8,
         max_bytes: int = DEFAULT_MAX_BYTES,
-        window_encoder: Any = None,
+        window_encoder: SentenceWindowEncoder | None = None,
         prefetch: bool = True,
-        characters: Any | None = None,
-        assets: Any | None = None,
+        characters: CharacterIndexer | None = None,
+        assets: AssetRemover | None = None,
     ) -> None:
         self.home = Path(home)
-        # litrag.narrative.asset_store.AssetRemover: a removed or replaced book loses its assets.
+        # A removed or replaced book loses its assets.
         self.assets = assets
-        # litrag.narrative.index.CharacterIndexer: each block's characters in its payload.
+        # Each block's characters in its payload.
         self.characters = characters
         self.home.mkdir(parents=True, exist_ok=True)
         self.store = vector_store
@@ -121,7 +113,7 @@ class Library:
         # Load, chapters and segmentation of the next book run beside the current one's
         # embedding (a thread; their results reach the pipeline through its cache).
         self.prefetch = prefetch
-        self._registry_path = self.home / "books.json"
+        self._registry_path = self.home / REGISTRY_NAME
         self._docstore_path = self.home / "docstore.json"
         self._cache_path = self.home / "cache" / "ingestion.json"
         self.docstore = _load(
@@ -152,17 +144,17 @@ class Library:
     def read_registry(home: Path) -> list[BookRecord]:
         """The books of the library at ``home``, without opening its store; a damaged registry
         is a ``LibraryDamagedError`` naming the repair."""
-        return [BookRecord(**r) for r in _read_rows(Path(home) / "books.json").values()]
+        return read_registry(home)
 
     def book(self, book_id: str) -> BookRecord | None:
         row = self._read_registry().get(book_id)
         return BookRecord(**row) if row else None
 
     def _read_registry(self) -> dict[str, dict[str, Any]]:
-        return _read_rows(self._registry_path)
+        return read_rows(self._registry_path)
 
     def _write_registry(self, rows: dict[str, dict[str, Any]]) -> None:
-        _atomic_write(self._registry_path, json.dumps(rows, indent=1, ensure_ascii=False))
+        write_rows(self._registry_path, rows)
 
     def _save_record(self, record: BookRecord) -> None:
         rows = self._read_registry()
@@ -406,7 +398,7 @@ class Library:
         return count_points(self.store, book_id)
 
     def _drop_nodes(self, book_id: str) -> None:
-        self.store.delete_nodes(filters=_book_filter(book_id))
+        self.store.delete_nodes(filters=book_filter(book_id))
         remove_index(self.home, book_id)
         if self.assets is not None:
             self.assets.remove(book_id)
@@ -444,14 +436,14 @@ class Library:
         the blocks and their ids stay, the vectors are made anew. Returns the blocks done."""
         if self.embed_model is None:
             raise ValueError("this Library was opened without an embedder: read-only")
-        nodes = self.store.get_nodes(filters=_book_filter(book_id))
+        nodes = self.store.get_nodes(filters=book_filter(book_id))
         for start in range(0, len(nodes), 256):
             batch = self.embed_model(nodes[start : start + 256])
             self.store.add(batch)
         return len(nodes)
 
-    def restore_record(self, book_id: str, scan: Any) -> BookRecord:
-        """A registry entry re-derived from a book's stored points (``integrity.BookScan``);
+    def restore_record(self, book_id: str, scan: BookScan) -> BookRecord:
+        """A registry entry re-derived from a book's stored points (its ``BookScan``);
         its source is unknown, so a later ingest of the book replaces its points."""
         meta = scan.meta
         record = BookRecord(
@@ -495,34 +487,9 @@ def _catalog_author(row: dict[str, Any] | None) -> str | None:
     return CatalogEntry(**fields).author
 
 
-def _read_rows(path: Path) -> dict[str, dict[str, Any]]:
-    if not path.exists():
-        return {}
-    rows = read_json(path, "registry-file", f"{REPAIR} (rebuilds it from the store)")
-    fields = set(BookRecord.__dataclass_fields__)
-    needed = {
-        name
-        for name, f in BookRecord.__dataclass_fields__.items()
-        if f.default is MISSING and f.default_factory is MISSING
-    }
-    if not isinstance(rows, dict) or not all(
-        isinstance(r, dict) and needed <= set(r) <= fields for r in rows.values()
-    ):
-        raise LibraryDamagedError(
-            [
-                Problem(
-                    f"{path} is damaged: not a registry",
-                    f"{REPAIR} (rebuilds it from the store)",
-                    "registry-file",
-                )
-            ]
-        )
-    return rows
-
-
 def _load(
-    path: Path, load: Callable[[str], Any], empty: Callable[[], Any], kind: str, fix: str
-) -> Any:
+    path: Path, load: Callable[[str], _T], empty: Callable[[], _T], kind: str, fix: str
+) -> _T:
     """A persisted docstore or cache; one that does not parse is a ``LibraryDamagedError``."""
     if not path.exists():
         return empty()
@@ -531,18 +498,6 @@ def _load(
     except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError is a ValueError
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise LibraryDamagedError([Problem(f"{path} is damaged ({reason})", fix, kind)]) from None
-
-
-def _book_filter(book_id: str) -> MetadataFilters:
-    return MetadataFilters(
-        filters=[MetadataFilter(key="book_id", value=book_id, operator=FilterOperator.EQ)]
-    )
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 class _Timer(BaseCallbackHandler):
@@ -585,7 +540,9 @@ class _Timer(BaseCallbackHandler):
     def start_trace(self, trace_id: str | None = None) -> None:
         return None
 
-    def end_trace(self, trace_id: str | None = None, trace_map: Any = None) -> None:
+    def end_trace(
+        self, trace_id: str | None = None, trace_map: dict[str, list[str]] | None = None
+    ) -> None:
         return None
 
     def add(self, name: str, seconds: float) -> None:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import os
 import re
-import zipfile
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from litrag.ingestion.gutenberg import BookLoadError
+from litrag.ingestion.book_bytes import zip_has_text
 
 # 12345-0.txt, 12345-8.zip, 12345.txt, pg12345.txt, pg12345.txt.utf8, pg12345-0.txt
 _MIRROR_NAME = re.compile(
@@ -108,13 +107,13 @@ def classify(path: Path) -> tuple[MirrorFile | None, str | None]:
         variant = m.group("variant") or ""
         if ext.startswith("txt.utf") or (not variant and lower.startswith("pg")):
             variant = "utf8"  # the generated cache/epub/N/pgN.txt is UTF-8
-        if ext == "zip" and not _zip_has_text(path):
+        if ext == "zip" and not zip_has_text(path):
             return None, "zips without a text"
         return MirrorFile(path, int(m.group("id")), _RANK[variant]), None
     if suffix == ".txt":
         return _sniff(path), None
     if suffix == ".zip":
-        if _zip_has_text(path):
+        if zip_has_text(path):
             return MirrorFile(path, None, _OTHER_RANK), None
         return None, "zips without a text"
     return None, "other files"
@@ -141,14 +140,6 @@ def _sniff(path: Path) -> MirrorFile:
         except UnicodeDecodeError:
             rank = _RANK["-8"]
     return MirrorFile(path, ebook_id, rank + _OTHER_RANK)
-
-
-def _zip_has_text(path: Path) -> bool:
-    try:
-        with zipfile.ZipFile(path) as zf:
-            return any(n.lower().endswith(".txt") for n in zf.namelist())
-    except (zipfile.BadZipFile, OSError):
-        return True  # let loading name what is wrong with it, in one line
 
 
 def discover(paths: Iterable[str | os.PathLike[str]]) -> MirrorScan:
@@ -223,23 +214,3 @@ def _walk(root: Path) -> list[Path]:
     return sorted(
         out, key=lambda f: [(0, int(s), "") if s.isdigit() else (1, 0, s) for s in f.parts]
     )
-
-
-def read_zip_text(path: Path, max_bytes: int) -> bytes:
-    """The book text inside a Gutenberg ``.zip``: its .txt member (the largest, if several)."""
-    try:
-        with zipfile.ZipFile(path) as zf:
-            members = [i for i in zf.infolist() if i.filename.lower().endswith(".txt")]
-            if not members:
-                raise BookLoadError(path, "zip archive holds no .txt file")
-            info = max(members, key=lambda i: i.file_size)
-            if info.file_size > max_bytes:
-                raise BookLoadError(
-                    path,
-                    f"{info.filename} in the archive is {info.file_size:,} bytes, over the "
-                    f"max_bytes limit of {max_bytes:,} bytes; raise it with "
-                    "`litrag ingest --max-mb`",
-                )
-            return zf.read(info)
-    except zipfile.BadZipFile as exc:
-        raise BookLoadError(path, f"damaged zip archive ({exc})") from None

@@ -39,10 +39,10 @@ from litrag.query.answer import (
     GUTENQA_SUFFIX,
     QA_SYSTEM_PROMPT,
     RUN_KEY,
+    AnswerRun,
     AnswerStream,
     BookQueryEngine,
     Source,
-    _Run,
     describe_llm_error,
     estimate_tokens,
     format_chunk,
@@ -219,15 +219,15 @@ class NarrativeQueryEngine(BaseQueryEngine):
         """Today's passage answer, with the route recorded."""
         response = self.book.query(QueryBundle(question))
         run = (response.metadata or {}).get(RUN_KEY)
-        if isinstance(run, _Run):
+        if isinstance(run, AnswerRun):
             run.route = chosen.as_dict()
         return response
 
-    def _run(self, question: str, chosen: Route, out: ToolOutput | None) -> _Run:
+    def _run(self, question: str, chosen: Route, out: ToolOutput | None) -> AnswerRun:
         what = f"narrative tool {chosen.tool}" if out is not None else "narrative tools (agent)"
         if out is not None and out.note:
             what += f" ({out.note})"
-        return _Run(
+        return AnswerRun(
             question=question,
             sources=[],
             mode="llm",
@@ -278,8 +278,10 @@ class NarrativeQueryEngine(BaseQueryEngine):
         messages = self.messages(question, chosen.tool, notes, [c for _, c in fitted])
         return self.book.call_llm(messages, run, used, meta)
 
-    def _respond(self, run: _Run, used: list[NodeWithScore], meta: dict[str, Any]) -> RESPONSE_TYPE:
-        return self.book._respond(run, used, meta)
+    def _respond(
+        self, run: AnswerRun, used: list[NodeWithScore], meta: dict[str, Any]
+    ) -> RESPONSE_TYPE:
+        return self.book.respond(run, used, meta)
 
     # -- a function-calling LLM ---------------------------------------------------------------
     def _agent_answer(self, question: str) -> RESPONSE_TYPE:

@@ -18,36 +18,63 @@ in the library) raises ``ValueError`` before anything runs.
 Without an LLM the answer is *extractive*: the sentences of the top block that share the most
 BM25 weight with the question, labelled as such in the text itself.
 
-The module stays whole past 500 lines: the prompt, the answer and its sources, and the two engines
-that fill them are one protocol, and a change to one (a prompt field, what a source cites) is a
-change to the others.
+What an answer is (``Answer``, its ``Source`` list, the ``AnswerRun`` an engine fills and the
+``AnswerStream`` a caller reads) lives in ``litrag.query.answer_types``, the public interface a
+routed engine (``litrag.narrative.engine``) fills too.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
 from llama_index.core.base.response.schema import RESPONSE_TYPE, Response, StreamingResponse
-from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.chat_engine import CondenseQuestionChatEngine
-from llama_index.core.chat_engine.types import StreamingAgentChatResponse
 from llama_index.core.llms import LLM
-from llama_index.core.memory import BaseMemory
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from litrag.query.answer_types import (  # re-exported: what an answer is
+    RUN_KEY,
+    Answer,
+    AnswerMode,
+    AnswerRun,
+    AnswerStream,
+    Source,
+    passage,
+)
 from litrag.query.bm25 import BM25Index
 from litrag.query.focus import PassageFocus
 from litrag.query.retriever import BookRetriever
-from litrag.segment.parser import CONTEXT_JOIN
 from litrag.segment.sentences import split_sentences
+from litrag.settings import DEFAULT_PASSAGE_ORDER
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "CONDENSE_PROMPT",
+    "EXTRACTIVE_LABEL",
+    "GUTENQA_SUFFIX",
+    "QA_PROMPT",
+    "QA_SYSTEM_PROMPT",
+    "RUN_KEY",
+    "Answer",
+    "AnswerMode",
+    "AnswerRun",
+    "AnswerStream",
+    "BookQueryEngine",
+    "Source",
+    "describe_llm_error",
+    "estimate_tokens",
+    "extractive_answer",
+    "fit_to_context",
+    "format_chunk",
+    "in_story_order",
+    "passage",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -86,205 +113,7 @@ EXTRACTIVE_LABEL = "Extractive answer (no LLM; the best-matching sentences of th
 CHARS_PER_TOKEN = 3.0  # conservative for English prose (Qwen / Llama tokenizers give ~4)
 
 
-# --------------------------------------------------------------------------------- results
-class Source(BaseModel):
-    """One block an answer used, as cited."""
-
-    rank: int = Field(
-        description="1-based position in the prompt: retrieval order, or reading order when the "
-        "engine's passage_order is 'story'."
-    )
-    score: float | None = Field(default=None, description="Retrieval (or reranker) score.")
-    node_id: str = Field(description="The block's node id in the vector store.")
-    book_id: str = Field(description="Book id, as `litrag books` lists it.")
-    book_title: str = Field(description="Book title.")
-    chapter_index: int = Field(description="1-based chapter in reading order (0: front matter).")
-    chapter_title: str = Field(description="Chapter heading.")
-    subtitle: str = Field(description="The block's subtitle.")
-    sentence_from: int = Field(description="First sentence of the block (1-based, in chapter).")
-    sentence_to: int = Field(description="Last sentence of the block (inclusive).")
-    text: str = Field(description="The passage, with its context sentences.")
-    excerpt: str | None = Field(
-        default=None,
-        description="What the LLM read of the passage when the engine focuses passages on the "
-        "question ('[...]' marks left-out sentences); None: it read the whole passage.",
-    )
-
-    @classmethod
-    def from_node(cls, rank: int, nws: NodeWithScore, excerpt: str | None = None) -> Source:
-        m = nws.node.metadata
-        return cls(
-            rank=rank,
-            score=nws.score,
-            node_id=nws.node.node_id,
-            book_id=str(m.get("book_id", "")),
-            book_title=str(m.get("title", "")),
-            chapter_index=int(m.get("chapter_index", 0)),
-            chapter_title=str(m.get("chapter_title", "")),
-            subtitle=str(m.get("subtitle", "")),
-            sentence_from=int(m.get("sentence_from", 0)),
-            sentence_to=int(m.get("sentence_to", 0)),
-            text=passage(nws),
-            excerpt=excerpt,
-        )
-
-    def citation(self) -> str:
-        """One line: ``[1] Title, Chapter heading (ch. 1), sentences 48-57: subtitle``."""
-        return (
-            f"[{self.rank}] {self.book_title}, {self.chapter_title} (ch. {self.chapter_index}), "
-            f"sentences {self.sentence_from}-{self.sentence_to}: {self.subtitle}"
-        )
-
-
-AnswerMode = Literal["llm", "extractive", "none"]
-
-
-class Answer(BaseModel):
-    """A finished answer: text, the blocks it used, and what produced it."""
-
-    question: str = Field(description="The question as asked.")
-    standalone_question: str | None = Field(
-        default=None, description="In a chat: the follow-up rewritten with the history."
-    )
-    text: str = Field(description="The answer (partial when `error` is set).")
-    sources: list[Source] = Field(description="Every block the answer was given, in order.")
-    mode: AnswerMode = Field(
-        description="llm; extractive (no LLM); none (nothing retrieved, no LLM call)."
-    )
-    answered_by: str = Field(description="The LLM (or 'extractive') that produced the text.")
-    retrieval: str = Field(description="How the sources were retrieved.")
-    book_ids: list[str] = Field(description="The books searched.")
-    upto_chapter: int | dict[str, int] | None = Field(
-        default=None, description="The spoiler limit the retrieval obeyed."
-    )
-    evidence: list[str] = Field(
-        default_factory=list, description="Extractive mode: the sentences the answer quotes."
-    )
-    error: str | None = Field(default=None, description="One line, when the LLM failed.")
-    route: dict[str, Any] | None = Field(
-        default=None,
-        description="How a routed engine (litrag.narrative.engine) chose what to read: tool, "
-        "kwargs, reason, by (rules or agent); None: plain passage retrieval, no router.",
-    )
-
-
-@dataclass
-class _Run:
-    """What one question produced, shared by the stream and the final ``Answer``."""
-
-    question: str
-    sources: list[Source]
-    mode: AnswerMode
-    answered_by: str
-    retrieval: str
-    book_ids: list[str]
-    upto_chapter: Any
-    text: str = ""
-    evidence: list[str] = field(default_factory=list)
-    error: str | None = None
-    standalone_question: str | None = None
-    deltas: int = 0
-    route: dict[str, Any] | None = None
-
-    def answer(self, text: str | None = None) -> Answer:
-        return Answer(
-            question=self.question,
-            standalone_question=self.standalone_question,
-            text=(self.text if text is None else text).strip(),
-            sources=self.sources,
-            mode=self.mode,
-            answered_by=self.answered_by,
-            retrieval=self.retrieval,
-            book_ids=self.book_ids,
-            upto_chapter=self.upto_chapter,
-            evidence=self.evidence,
-            error=self.error,
-            route=self.route,
-        )
-
-
-RUN_KEY = "litrag_run"
-
-
-class AnswerStream:
-    """An answer on its way: iterate for text pieces; ``sources`` are known before the first.
-
-    >>> stream = engine.ask("Who is Buck's last master?")   # doctest: +SKIP
-    >>> for piece in stream: print(piece, end="")            # doctest: +SKIP
-    >>> stream.answer().sources                              # doctest: +SKIP
-    """
-
-    def __init__(self, pieces: Iterator[str] | None, run: _Run) -> None:
-        self._pieces = pieces
-        self._run = run
-        self._text = "" if pieces is not None else run.text
-        self._done = pieces is None
-
-    @classmethod
-    def from_response(cls, response: RESPONSE_TYPE) -> AnswerStream:
-        run = (response.metadata or {}).get(RUN_KEY)
-        if not isinstance(run, _Run):
-            raise TypeError("not a response of BookQueryEngine")
-        if isinstance(response, StreamingResponse):
-            return cls(iter(response.response_gen), run)
-        return cls(None, run)
-
-    @property
-    def sources(self) -> list[Source]:
-        return self._run.sources
-
-    @property
-    def mode(self) -> AnswerMode:
-        return self._run.mode
-
-    @property
-    def answered_by(self) -> str:
-        return self._run.answered_by
-
-    @property
-    def error(self) -> str | None:
-        """Set once the stream ended on an LLM failure."""
-        return self._run.error
-
-    @property
-    def standalone_question(self) -> str | None:
-        return self._run.standalone_question
-
-    @property
-    def route(self) -> dict[str, Any] | None:
-        """The routed engine's choice (tool, kwargs, reason), known before the first piece."""
-        return self._run.route
-
-    def __iter__(self) -> Iterator[str]:
-        if self._done:
-            if self._pieces is None and self._text:
-                self._pieces = iter(())  # a finished answer is yielded once
-                yield self._text
-            return
-        assert self._pieces is not None
-        for piece in self._pieces:
-            if piece:
-                self._text += piece
-                yield piece
-        self._done = True
-
-    def answer(self) -> Answer:
-        """The finished answer (consumes whatever is left of the stream)."""
-        for _ in self:
-            pass
-        return self._run.answer(self._text)
-
-
 # --------------------------------------------------------------------------------- helpers
-def passage(nws: NodeWithScore) -> str:
-    """The block as the reader (and the LLM) should see it: context sentences around the text."""
-    node = nws.node
-    m = node.metadata
-    body = node.get_content()
-    before, after = m.get("context_before") or "", m.get("context_after") or ""
-    return f"{before + CONTEXT_JOIN if before else ''}{body}{CONTEXT_JOIN + after if after else ''}"
-
-
 def format_chunk(nws: NodeWithScore, text: str | None = None) -> str:
     """One "Chunk:" of the references: a heading line, then the passage (or ``text``).
 
@@ -330,7 +159,6 @@ def fit_to_context(
 
 
 PassageOrder = Literal["score", "story"]
-DEFAULT_PASSAGE_ORDER: PassageOrder = "score"
 
 
 def in_story_order(fitted: list[tuple[NodeWithScore, str]]) -> list[tuple[NodeWithScore, str]]:
@@ -503,7 +331,7 @@ class BookQueryEngine(BaseQueryEngine):
         if not question:
             raise ValueError("the question is empty")
         nodes = self.retrieve(QueryBundle(question))
-        run = _Run(
+        run = AnswerRun(
             question=question,
             sources=[],
             mode="llm",
@@ -518,14 +346,14 @@ class BookQueryEngine(BaseQueryEngine):
             upto = f" up to chapter {limit}" if isinstance(limit, int) else ""
             run.mode, run.answered_by = "none", "nothing retrieved"
             run.text = f"Nothing in {self.title}{upto} matches the question."
-            return self._respond(run, [], meta)
+            return self.respond(run, [], meta)
         llm = self.llm
         if llm is None:
             top = nodes[0]
             run.mode, run.answered_by = "extractive", llm_name(None)
             run.sources = [Source.from_node(1, top)]
             run.text, run.evidence = extractive_answer(question, top)
-            return self._respond(run, [top], meta)
+            return self.respond(run, [top], meta)
         texts: list[str] | None = None
         excerpts: dict[str, str] = {}  # node id -> excerpt, for the blocks that were cut
         if self.focus is not None:
@@ -547,7 +375,7 @@ class BookQueryEngine(BaseQueryEngine):
     def call_llm(
         self,
         messages: list[ChatMessage],
-        run: _Run,
+        run: AnswerRun,
         used: list[NodeWithScore],
         meta: dict[str, Any],
     ) -> RESPONSE_TYPE:
@@ -562,7 +390,9 @@ class BookQueryEngine(BaseQueryEngine):
             pass
         return Response(run.text, source_nodes=used, metadata=meta)
 
-    def _respond(self, run: _Run, used: list[NodeWithScore], meta: dict[str, Any]) -> RESPONSE_TYPE:
+    def respond(
+        self, run: AnswerRun, used: list[NodeWithScore], meta: dict[str, Any]
+    ) -> RESPONSE_TYPE:
         if self.streaming:
             return StreamingResponse(
                 response_gen=iter([run.text]), source_nodes=used, metadata=meta
@@ -570,7 +400,7 @@ class BookQueryEngine(BaseQueryEngine):
         return Response(run.text, source_nodes=used, metadata=meta)
 
     def _guarded(
-        self, start: Callable[[], Iterator[ChatResponse]], run: _Run, full: bool = False
+        self, start: Callable[[], Iterator[ChatResponse]], run: AnswerRun, full: bool = False
     ) -> Iterator[str]:
         """Text pieces of the LLM's reply; a failure ends the stream and is kept in ``run``."""
         try:
@@ -595,95 +425,3 @@ class BookQueryEngine(BaseQueryEngine):
     def ask(self, question: str) -> AnswerStream:
         """Answer ``question``; iterate the result for text, then ``.answer()``."""
         return AnswerStream.from_response(self.query(question))
-
-
-class BookChatEngine(CondenseQuestionChatEngine):
-    """``CondenseQuestionChatEngine`` over ``BookQueryEngine``: follow-ups are rewritten into
-    standalone questions with the history, then answered (and cited) like a first question.
-
-    Streaming runs in the caller's thread (the stock engine's writer thread polls a queue with
-    ``sleep(0)``, a busy core taken from the LLM on a small machine); the answer is written to
-    memory when the stream ends. A failed rewrite falls back to the message as typed.
-    """
-
-    def __init__(
-        self,
-        query_engine: BookQueryEngine,
-        condense_question_prompt: PromptTemplate,
-        memory: BaseMemory,
-        llm: LLM,
-        verbose: bool = False,
-        callback_manager: CallbackManager | None = None,
-    ) -> None:
-        super().__init__(
-            query_engine, condense_question_prompt, memory, llm, verbose, callback_manager
-        )
-        self.book_engine = query_engine
-
-    @classmethod
-    def for_engine(
-        cls, query_engine: BookQueryEngine, memory: BaseMemory | None = None
-    ) -> BookChatEngine:
-        if query_engine.llm is None:
-            raise ValueError("a chat engine needs an LLM (without one, use the query engine)")
-        from llama_index.core.memory import ChatMemoryBuffer
-
-        llm = query_engine.llm
-        memory = memory or ChatMemoryBuffer.from_defaults(
-            token_limit=max(llm.metadata.context_window // 4, 256)
-        )
-        prompt = CONDENSE_PROMPT.partial_format(title=query_engine.title)
-        return cls(query_engine, prompt, memory, llm)
-
-    def _condense_question(self, chat_history: list[ChatMessage], last_message: str) -> str:
-        try:
-            raw = super()._condense_question(chat_history, last_message)
-        except Exception as exc:
-            logger.warning("rewriting the follow-up failed (%s); using it as typed", exc)
-            return last_message
-        lines = [ln.strip().strip('"').strip() for ln in str(raw).splitlines() if ln.strip()]
-        return lines[0] if lines else last_message
-
-    def stream_chat(
-        self, message: str, chat_history: list[ChatMessage] | None = None
-    ) -> StreamingAgentChatResponse:
-        if not message.strip():
-            raise ValueError("the question is empty")
-        chat_history = chat_history or self._memory.get(input=message)
-        standalone = self._condense_question(chat_history, message)
-        response = self._query_engine.query(standalone)
-        tool_output = self._get_tool_output_from_response(standalone, response)
-        run = (response.metadata or {}).get(RUN_KEY)
-        if isinstance(run, _Run):
-            run.question, run.standalone_question = message, standalone
-        self._memory.put(ChatMessage(role=MessageRole.USER, content=message))
-        pieces = (
-            response.response_gen
-            if isinstance(response, StreamingResponse)
-            else iter([str(response)])
-        )
-        return StreamingAgentChatResponse(
-            chat_stream=self._remembered(pieces),
-            sources=[tool_output],
-            source_nodes=list(response.source_nodes),
-            is_writing_to_memory=False,
-        )
-
-    def _remembered(self, pieces: Iterator[str]) -> Iterator[ChatResponse]:
-        text = ""
-        try:
-            for piece in pieces:
-                text += piece
-                yield ChatResponse(
-                    message=ChatMessage(role=MessageRole.ASSISTANT, content=text), delta=piece
-                )
-        finally:
-            self._memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=text.strip()))
-
-    def ask(self, message: str) -> AnswerStream:
-        """A chat turn as an ``AnswerStream`` (``standalone_question`` shows the rewrite)."""
-        response = self.stream_chat(message)
-        raw = response.sources[0].raw_output
-        run = (raw.metadata or {}).get(RUN_KEY)
-        assert isinstance(run, _Run)
-        return AnswerStream((r.delta or "" for r in response.chat_stream or iter(())), run)

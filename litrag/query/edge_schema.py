@@ -89,7 +89,7 @@ class EdgeStoreConfig(BaseModel):
     )
 
 
-def edge_config(c: EdgeStoreConfig) -> Any:
+def edge_config(c: EdgeStoreConfig) -> qe.EdgeConfig:
     """The engine's ``EdgeConfig`` for a new shard (``dense_dim`` must be known)."""
     assert c.dense_dim is not None
     distance = _DISTANCE[c.distance]
@@ -118,7 +118,7 @@ def edge_config(c: EdgeStoreConfig) -> Any:
     )
 
 
-def shard_dense_dim(shard: Any, name: str) -> int | None:
+def shard_dense_dim(shard: qe.EdgeShard, name: str) -> int | None:
     recs, _ = shard.scroll(qe.ScrollRequest(limit=1, with_payload=False, with_vector=[name]))
     if recs and isinstance(recs[0].vector, dict) and name in recs[0].vector:
         return len(recs[0].vector[name])

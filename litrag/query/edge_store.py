@@ -13,23 +13,23 @@ On disk, one folder per collection::
     <path>/<collection_name>/litrag_store.json  our config, so a reopen needs no arguments
     <path>/<collection_name>/owner.json         which process holds the shard (for lock errors)
 
-The config and owner files are ``edge_schema``'s, filter translation is ``edge_filters``'s and
-hybrid fusion is ``fusion``'s. The module stays over 500 lines because the store class (about 430)
-is one LlamaIndex ``VectorStore`` whose open, write, read and query paths share one shard.
+This module is the store class: its settings and its open, write, read and query paths over one
+shard. The parts are elsewhere: config and owner files in ``edge_schema``, the config check, lock
+and open in ``edge_open``, nodes as points in ``edge_points``, filter translation in
+``edge_filters``, the query requests (window MaxSim, BM25 with its IDF scope, window BM25) in
+``edge_search`` and hybrid fusion in ``fusion``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import qdrant_edge as qe
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -38,108 +38,48 @@ from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
     MetadataFilters,
     VectorStoreQuery,
-    VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
-from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
-from litrag.query.edge_filters import match_any, metadata_filters_to_edge
-from litrag.query.edge_schema import (
-    CONFIG_FILE,
-    DOC_ID_KEY,
-    PAYLOAD_SCHEMA,
-    SHARD_DIR,
-    EdgeStoreConfig,
-    config_mismatch,
-    edge_config,
-    is_lock_error,
-    read_config,
-    read_owner,
-    remove_owner,
-    shard_config_path,
-    shard_dense_dim,
-    write_config,
-    write_owner,
+from litrag.query.edge_filters import metadata_filters_to_edge
+from litrag.query.edge_open import (
+    StoreConfigError,
+    StoreLockedError,
+    open_shard,
+    resolve_config,
+    settle_shard,
 )
+from litrag.query.edge_points import (
+    BatchSparseEncoding,
+    ScannedPoint,
+    SparseEncoderCallable,
+    StoredPoint,
+    WindowEncoderCallable,
+    node_id_to_point_id,
+    node_payload,
+    node_to_point,
+    record_to_node,
+    scanned_point,
+    stored_point,
+)
+from litrag.query.edge_schema import DOC_ID_KEY, SHARD_DIR, EdgeStoreConfig, remove_owner
+from litrag.query.edge_search import EdgeSearch, HybridFusionCallable
 from litrag.query.fusion import reciprocal_rank_fusion, relative_score_fusion
-from litrag.query.window_bm25 import DEFAULT_POOL, WindowKind, rescore
+from litrag.query.window_bm25 import DEFAULT_POOL, WindowKind
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
+
+__all__ = [
+    "QdrantEdgeVectorStore",
+    "ScannedPoint",
+    "StoreConfigError",
+    "StoreLockedError",
+    "StoredPoint",
+    "node_id_to_point_id",
+]
 
 logger = logging.getLogger(__name__)
-
-BatchSparseEncoding = tuple[list[list[int]], list[list[float]]]
-# Same shape as llama-index-vector-stores-qdrant's SparseEncoderCallable.
-SparseEncoderCallable = Callable[[list[str]], BatchSparseEncoding]
-# texts -> per text, the vectors of its sentence windows (embeddings.SentenceWindowEncoder).
-WindowEncoderCallable = Callable[[list[str]], list[Sequence[Sequence[float]]]]
-WINDOW_VECTOR_NAME = "text-windows"
-# (dense_result, sparse_result, *, alpha, top_k) -> fused result, as in QdrantVectorStore.
-HybridFusionCallable = Callable[..., VectorStoreQueryResult]
-
-NODE_ID_KEY = "_node_id"  # the original node id, kept flat beside the point's UUID
-# What metadata_dict_to_node reads: fetching only these halves query-side payload decoding.
-_NODE_KEYS = ["_node_content", "_node_type"]
-_ID_NAMESPACE = uuid.UUID("6f1c9a52-3d0e-4b8a-9c55-0b7e1d2f4a10")  # for non-UUID node ids
-
-
-class StoreLockedError(RuntimeError):
-    """Another process (or another store object in this one) holds the shard folder.
-
-    Edge takes an exclusive lock on a shard's WAL: one opener at a time. Concurrent writers need a
-    Qdrant server (``QDRANT_URL``).
-    """
-
-    def __init__(self, folder: Path, holder: str | None = None) -> None:
-        self.folder = folder
-        self.holder = holder
-        who = f"held by {holder}" if holder else "held by another process"
-        super().__init__(
-            f"Qdrant Edge store {folder} is {who}: one process may open an embedded store at a "
-            "time; close it or go through that process, or use a Qdrant server for concurrent "
-            "writers (set QDRANT_URL)."
-        )
-
-
-class StoreConfigError(ValueError):
-    """``litrag_store.json`` is missing, damaged or disagrees with the shard it describes.
-
-    Why not recreate it with defaults: a default config has no window vector name, so dense
-    search would silently use the per-block vectors and cite other passages.
-    """
-
-    def __init__(self, folder: Path, problem: str) -> None:
-        self.folder = folder
-        super().__init__(f"{problem}: run `litrag verify --repair` (rebuilds it from the shard)")
-
-
-@dataclass
-class ScannedPoint:
-    """One point as a scan sees it: id, (selected) payload and (selected) vectors."""
-
-    id: Any
-    payload: dict[str, Any]
-    vectors: dict[str, Any]
-
-
-@dataclass
-class StoredPoint:
-    """One point as stored: what an export to a Qdrant server needs."""
-
-    id: str
-    dense: list[float] | None
-    sparse: tuple[list[int], list[float]] | None
-    payload: dict[str, Any]
-
-
-def _node_payload() -> Any:
-    return qe.PayloadSelector.Include(_NODE_KEYS)
-
-
-def node_id_to_point_id(node_id: str) -> uuid.UUID:
-    """Edge ids are UUIDs (or ints): a UUID-shaped node id is used as is, others map by uuid5."""
-    try:
-        return uuid.UUID(node_id)
-    except (ValueError, TypeError, AttributeError):
-        return uuid.uuid5(_ID_NAMESPACE, str(node_id))
 
 
 class QdrantEdgeVectorStore(BasePydanticVectorStore):
@@ -205,7 +145,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         description="BM25 candidates re-scored by their windows when the window weight is > 0.",
     )
 
-    _shard: Any = PrivateAttr(default=None)
+    _shard: qe.EdgeShard | None = PrivateAttr(default=None)
     _sparse_doc_fn: SparseEncoderCallable | None = PrivateAttr(default=None)
     _sparse_query_fn: SparseEncoderCallable | None = PrivateAttr(default=None)
     _fusion_fn: HybridFusionCallable | None = PrivateAttr(default=None)
@@ -225,31 +165,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         **kwargs: Any,
     ) -> None:
         folder = Path(path) / collection_name
-        try:
-            saved = read_config(folder)
-        except ValueError:
-            raise StoreConfigError(
-                folder, f"the store config {folder / CONFIG_FILE} is damaged"
-            ) from None
-        if saved is None and shard_config_path(folder).exists():
-            raise StoreConfigError(folder, f"the store config {folder / CONFIG_FILE} is missing")
-        wrong = config_mismatch(folder, saved) if saved is not None else None
-        if wrong:
-            raise StoreConfigError(folder, f"{folder}: {wrong}")
-        if saved is not None:
-            if config is not None and config.model_dump(exclude={"dense_dim"}) != saved.model_dump(
-                exclude={"dense_dim"}
-            ):
-                raise ValueError(f"{folder}: config differs from the one saved in {CONFIG_FILE}")
-            if dense_dim is not None and saved.dense_dim not in (None, dense_dim):
-                raise ValueError(f"{folder}: dense_dim {dense_dim} != saved {saved.dense_dim}")
-            cfg = saved
-        else:
-            cfg = config.model_copy() if config is not None else EdgeStoreConfig()
-            if window_doc_fn is not None and cfg.window_vector_name is None:
-                cfg.window_vector_name = WINDOW_VECTOR_NAME
-        if cfg.dense_dim is None and dense_dim is not None:
-            cfg.dense_dim = dense_dim
+        cfg = resolve_config(folder, config, dense_dim, windowed=window_doc_fn is not None)
         super().__init__(path=str(path), collection_name=collection_name, config=cfg, **kwargs)
         self._sparse_doc_fn = sparse_doc_fn
         self._sparse_query_fn = sparse_query_fn
@@ -264,7 +180,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         return "QdrantEdgeVectorStore"
 
     @property
-    def client(self) -> Any:
+    def client(self) -> qe.EdgeShard | None:
         """The underlying ``qdrant_edge.EdgeShard`` (None until the dense size is known)."""
         return self._shard
 
@@ -293,27 +209,10 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         self._window_doc_fn = window_doc_fn
 
     def _open(self) -> None:
-        """Load or create the shard, translating Edge's lock failure into ``StoreLockedError``."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        existing = self._shard_dir.joinpath("edge_config.json").exists()
-        try:
-            if existing:
-                shard = qe.EdgeShard.load(str(self._shard_dir))
-            else:
-                shard = qe.EdgeShard.create(str(self._shard_dir), edge_config(self.config))
-        except Exception as e:
-            if is_lock_error(e):
-                raise StoreLockedError(self.folder, read_owner(self.folder)) from e
-            raise
-        self._shard = shard
-        write_owner(self.folder)
-        if self.config.dense_dim is None:  # reopened without our JSON: take it from the shard
-            self.config.dense_dim = shard_dense_dim(shard, self.config.dense_vector_name)
-        write_config(self.folder, self.config)
-        have = set(shard.info().payload_schema)
-        for field, kind in self.config.payload_indexes.items():
-            if field not in have:
-                shard.update(qe.UpdateOperation.create_field_index(field, PAYLOAD_SCHEMA[kind]))
+        """Load or create the shard (``StoreLockedError`` when another opener holds it), then
+        own it, save the config and create missing payload indexes."""
+        self._shard = shard = open_shard(self.folder, self.config)
+        settle_shard(shard, self.folder, self.config)
 
     def close(self) -> None:
         """Flush and release the shard (and its lock). Safe to call twice."""
@@ -332,7 +231,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def persist(self, persist_path: str, fs: Any = None) -> None:
+    def persist(self, persist_path: str, fs: AbstractFileSystem | None = None) -> None:
         """Edge persists on its own (WAL); ``persist`` just flushes, wherever it is asked to."""
         if self._shard is not None:
             self._shard.flush()
@@ -365,12 +264,12 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             if self.config.dense_dim is None:
                 self.config.dense_dim = len(nodes[0].get_embedding())
             self._open()
-        dim = self.config.dense_dim
+        assert self._shard is not None
         windowed = self.config.window_vector_name
         if windowed and self._window_doc_fn is None:
             raise ValueError(
                 f"{self.folder} keeps sentence-window vectors: pass window_doc_fn (e.g. "
-                "litrag.embeddings.SentenceWindowEncoder) to add nodes"
+                "litrag.query.windows.SentenceWindowEncoder) to add nodes"
             )
         ids: list[str] = []
         for start in range(0, len(nodes), self.batch_size):
@@ -388,22 +287,14 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
                 )
             points = []
             for i, node in enumerate(batch):
-                emb = node.get_embedding()
-                if len(emb) != dim:
-                    raise ValueError(f"node {node.node_id}: embedding size {len(emb)} != {dim}")
-                vector: dict[str, Any] = {self.config.dense_vector_name: _floats(emb)}
-                if sparse is not None:
-                    vector[self.config.sparse_vector_name] = _sparse(sparse[0][i], sparse[1][i])
-                if windowed and windows is not None:
-                    if not windows[i] or any(len(w) != dim for w in windows[i]):
-                        raise ValueError(f"node {node.node_id}: window vectors must be {dim}-d")
-                    vector[windowed] = [_floats(w) for w in windows[i]]
-                payload = node_to_metadata_dict(
-                    node, remove_text=False, flat_metadata=self.flat_metadata
-                )
-                payload[NODE_ID_KEY] = node.node_id
                 points.append(
-                    qe.Point(id=node_id_to_point_id(node.node_id), vector=vector, payload=payload)
+                    node_to_point(
+                        node,
+                        self.config,
+                        (sparse[0][i], sparse[1][i]) if sparse is not None else None,
+                        windows[i] if windows is not None else None,
+                        self.flat_metadata,
+                    )
                 )
                 ids.append(node.node_id)
             self._shard.update(qe.UpdateOperation.upsert_points(points))
@@ -425,7 +316,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         """Delete nodes matching ids AND filters; with neither, every node (as LlamaIndex does)."""
         if self._shard is None or node_ids == []:
             return
-        flt = self._ids_and_filters(node_ids, filters)
+        flt = _ids_and_filters(node_ids, filters)
         self._shard.update(qe.UpdateOperation.delete_points_by_filter(flt or qe.Filter()))
 
     def clear(self) -> None:
@@ -459,15 +350,15 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         dense = self.config.dense_vector_name
         if node_ids is not None and filters is None:
             pids = [node_id_to_point_id(n) for n in node_ids]
-            recs = self._shard.retrieve(pids, with_payload=_node_payload(), with_vector=[dense])
+            recs = self._shard.retrieve(pids, with_payload=node_payload(), with_vector=[dense])
             by_id = {r.id: r for r in recs}
-            out = [_record_to_node(by_id[p], dense) for p in dict.fromkeys(pids) if p in by_id]
+            out = [record_to_node(by_id[p], dense) for p in dict.fromkeys(pids) if p in by_id]
             return out[:limit] if limit is not None else out
-        flt = self._ids_and_filters(node_ids, filters)
+        flt = _ids_and_filters(node_ids, filters)
         recs = self._scroll(
-            flt, limit=limit, with_vector=[dense], page=1024, with_payload=_node_payload()
+            flt, limit=limit, with_vector=[dense], page=1024, with_payload=node_payload()
         )
-        return [_record_to_node(r, dense) for r in recs]
+        return [record_to_node(r, dense) for r in recs]
 
     def iter_points(self, batch_size: int = 512) -> Iterator[StoredPoint]:
         """Every point with its vectors and payload, in id order: the input of an export."""
@@ -476,14 +367,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         for r in self._scroll(
             None, limit=None, with_vector=True, page=batch_size, with_payload=True
         ):
-            vec = r.vector or {}
-            sp = vec.get(self.config.sparse_vector_name)
-            yield StoredPoint(
-                id=str(r.id),
-                dense=vec.get(self.config.dense_vector_name),
-                sparse=(list(sp.indices), list(sp.values)) if sp is not None else None,
-                payload=r.payload or {},
-            )
+            yield stored_point(r, self.config)
 
     def scan_points(
         self,
@@ -514,13 +398,18 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             page=256,
             with_payload=qe.PayloadSelector.Include(list(payload_keys)),
         ):
-            yield ScannedPoint(
-                r.id, r.payload or {}, r.vector if isinstance(r.vector, dict) else {}
-            )
+            yield scanned_point(r)
 
     def _scroll(
-        self, flt: Any, *, limit: int | None, with_vector: Any, page: int, with_payload: Any
-    ) -> Iterator[Any]:
+        self,
+        flt: qe.Filter | None,
+        *,
+        limit: int | None,
+        with_vector: bool | list[str],
+        page: int,
+        with_payload: bool | qe.PayloadSelector,
+    ) -> Iterator[qe.Record]:
+        assert self._shard is not None
         offset = None
         seen = 0
         while True:
@@ -541,221 +430,45 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             if offset is None or not recs:
                 return
 
+    # ----------------------------------------------------------------------------- queries
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """DEFAULT (dense), SPARSE (or TEXT_SEARCH) and HYBRID queries, with metadata filters.
 
-        kwargs: ``search_params={"hnsw_ef": int, "exact": bool}`` overrides the dense search.
+        kwargs: ``search_params={"hnsw_ef": int, "exact": bool}`` overrides the dense search;
+        ``sparse_window_weight`` / ``sparse_window_kind`` override the store's for this query.
         """
         if self._shard is None:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-        flt = self._query_filter(query)
-        mode = query.mode
-        if mode == VectorStoreQueryMode.DEFAULT:
-            return self._parse(self._shard.query(self._dense_request(query, flt, kwargs)))
-        weight = float(kwargs.get("sparse_window_weight", self.sparse_window_weight))
-        kind = kwargs.get("sparse_window_kind", self.sparse_window_kind)
-        if mode in (VectorStoreQueryMode.SPARSE, VectorStoreQueryMode.TEXT_SEARCH):
-            req = self._sparse_request(query, flt, weight)
-            return self._parse(*self._windowed(query, flt, weight, self._shard.query(req), kind))
-        if mode == VectorStoreQueryMode.HYBRID:
-            dense_req = self._dense_request(query, flt, kwargs)
-            sparse_req = self._sparse_request(query, flt, weight)
-            dense_pts, sparse_pts = self._shard.query_batch(
-                qe.QueryBatchRequest([dense_req, sparse_req])
-            )
-            alpha = query.alpha if query.alpha is not None else 0.5
-            top_k = query.hybrid_top_k or query.similarity_top_k
-            seen: dict[Any, BaseNode] = {}  # a point in both lists is decoded once
-            dense_res = self._parse(dense_pts, seen=seen)
-            windowed = self._windowed(query, flt, weight, sparse_pts, kind)
-            sparse_res = self._parse(*windowed, seen=seen)
-            if self._fusion_fn is not None:
-                return self._fusion_fn(dense_res, sparse_res, alpha=alpha, top_k=top_k)
-            if self.hybrid_fusion == "rrf":
-                return reciprocal_rank_fusion(
-                    dense_res, sparse_res, alpha=alpha, top_k=top_k, k=self.rrf_k
-                )
-            return relative_score_fusion(dense_res, sparse_res, alpha=alpha, top_k=top_k)
-        raise NotImplementedError(f"query mode {mode.value!r} is not supported by this store")
+        return self._search().run(query, kwargs)
 
-    def _dense_request(self, query: VectorStoreQuery, flt: Any, kwargs: dict[str, Any]) -> Any:
-        if query.query_embedding is None:
-            raise ValueError("dense and hybrid queries need query.query_embedding")
-        sp = kwargs.get("search_params") or {}
-        params = qe.SearchParams(
-            hnsw_ef=int(sp.get("hnsw_ef", self.hnsw_ef)), exact=bool(sp.get("exact", False))
-        )
-        # A query vector against the window multivector scores each node by its best window.
-        using = self.config.window_vector_name or self.config.dense_vector_name
-        return qe.QueryRequest(
-            limit=query.similarity_top_k,
-            query=qe.Query.Nearest(_floats(query.query_embedding), using=using),
-            filter=flt,
-            with_payload=_node_payload(),
-            params=params,
+    def _search(self) -> EdgeSearch:
+        """The open shard with this store's query settings as they are now."""
+        assert self._shard is not None
+        fuse: HybridFusionCallable = relative_score_fusion
+        if self._fusion_fn is not None:
+            fuse = self._fusion_fn
+        elif self.hybrid_fusion == "rrf":
+            fuse = partial(reciprocal_rank_fusion, k=self.rrf_k)
+        return EdgeSearch(
+            shard=self._shard,
+            config=self.config,
+            sparse_query_fn=self._sparse_query_fn,
+            fuse=fuse,
+            hnsw_ef=self.hnsw_ef,
+            idf_scope=self.sparse_idf_scope,
+            window_weight=self.sparse_window_weight,
+            window_kind=self.sparse_window_kind,
+            window_pool=self.sparse_window_pool,
         )
 
-    def _windowed(
-        self,
-        query: VectorStoreQuery,
-        flt: Any,
-        weight: float,
-        points: Sequence[Any],
-        kind: WindowKind = "sentences",
-    ) -> tuple[list[Any], list[float] | None]:
-        """The sparse candidates re-scored by their best sentence window and cut to the asked
-        length, with their new scores (see window_bm25); as they came when the weight is 0.
-        Only the text is read from the pool's payloads: whole nodes are decoded for the kept."""
-        if weight <= 0 or not points:
-            return list(points), None
-        limit = query.sparse_top_k or query.similarity_top_k
-        idf = self._query_idf(query, flt)
-        texts = [json.loads(p.payload["_node_content"]).get("text", "") for p in points]
-        ranked = rescore(texts, [float(p.score) for p in points], idf, weight, kind=kind)[:limit]
-        return [points[i] for i, _ in ranked], [score for _, score in ranked]
 
-    def _query_idf(self, query: VectorStoreQuery, flt: Any) -> dict[int, float]:
-        """The engine's IDF of each query term, under the query's IDF scope: one single-term
-        query per term (limit 1, in one batch); its top point's score over its stored BM25
-        weight for the term is the term's IDF. Terms no point holds are left out."""
-        assert self._sparse_query_fn is not None and query.query_str
-        ids = [int(i) for i in self._sparse_query_fn([query.query_str])[0][0]]
-        if not ids:
-            return {}
-        name = self.config.sparse_vector_name
-        params = None
-        if self.sparse_idf_scope == "filter" and flt is not None:
-            params = qe.SearchParams(idf=qe.IdfParams(corpus=flt))
-        reqs = [
-            qe.QueryRequest(
-                limit=1,
-                query=qe.Query.Nearest(qe.SparseVector([t], [1.0]), using=name),
-                filter=flt,
-                with_vector=[name],
-                params=params,
-            )
-            for t in ids
-        ]
-        idf: dict[int, float] = {}
-        for term, points in zip(
-            ids, self._shard.query_batch(qe.QueryBatchRequest(reqs)), strict=True
-        ):
-            if not points:
-                continue
-            vec = (points[0].vector or {}).get(name)
-            weights = dict(zip(vec.indices, vec.values, strict=True)) if vec is not None else {}
-            if weights.get(term):
-                idf[term] = float(points[0].score) / float(weights[term])
-        return idf
-
-    def _sparse_request(self, query: VectorStoreQuery, flt: Any, window_weight: float = 0.0) -> Any:
-        if self._sparse_query_fn is None:
-            raise ValueError(
-                "sparse and hybrid queries need sparse_query_fn (pass it to the store or call "
-                "set_query_functions)"
-            )
-        if not query.query_str:
-            raise ValueError("sparse and hybrid queries need query.query_str")
-        indices, values = self._sparse_query_fn([query.query_str])
-        vec = _sparse(indices[0], values[0])
-        params = None
-        if self.sparse_idf_scope == "filter" and flt is not None:
-            params = qe.SearchParams(idf=qe.IdfParams(corpus=flt))
-        limit = query.sparse_top_k or query.similarity_top_k
-        if window_weight > 0:  # a wider pool, re-scored by windows and cut back in _windowed
-            limit = max(limit, self.sparse_window_pool)
-        return qe.QueryRequest(
-            limit=limit,
-            query=qe.Query.Nearest(vec, using=self.config.sparse_vector_name),
-            filter=flt,
-            with_payload=_node_payload(),
-            params=params,
-        )
-
-    def _query_filter(self, query: VectorStoreQuery) -> Any:
-        must: list[Any] = []
-        if query.doc_ids:
-            must.append(qe.FieldCondition(key=DOC_ID_KEY, match=match_any(query.doc_ids)))
-        if query.node_ids:
-            must.append(qe.HasIdCondition({node_id_to_point_id(n) for n in query.node_ids}))
-        if query.filters is not None and query.filters.filters:
-            must.append(metadata_filters_to_edge(query.filters))
-        return qe.Filter(must=must) if must else None
-
-    def _ids_and_filters(self, node_ids: list[str] | None, filters: MetadataFilters | None) -> Any:
-        must: list[Any] = []
-        if node_ids is not None:
-            must.append(qe.HasIdCondition({node_id_to_point_id(n) for n in node_ids}))
-        if filters is not None and filters.filters:
-            must.append(metadata_filters_to_edge(filters))
-        return qe.Filter(must=must) if must else None
-
-    def _parse(
-        self,
-        points: Iterable[Any],
-        scores: Sequence[float] | None = None,
-        seen: dict[Any, BaseNode] | None = None,
-    ) -> VectorStoreQueryResult:
-        """Nodes, scores (the points' own unless given) and ids of ``points``."""
-        nodes, sims, ids = [], [], []
-        seen = {} if seen is None else seen
-        for k, p in enumerate(points):
-            node = seen.get(p.id)
-            if node is None:
-                node = seen[p.id] = metadata_dict_to_node(p.payload)
-            nodes.append(node)
-            sims.append(float(p.score) if scores is None else scores[k])
-            ids.append(node.node_id)
-        return VectorStoreQueryResult(nodes=nodes, similarities=sims, ids=ids)
-
-
-# --------------------------------------------------------------------------------- BM25
-def edge_bm25_encoders(
-    config: Any = None,
-) -> tuple[SparseEncoderCallable, SparseEncoderCallable]:
-    """``(sparse_doc_fn, sparse_query_fn)`` from Edge's offline ``Bm25`` (pair it with IDF).
-
-    Documents get BM25 term-frequency weights, queries weight 1 per unique term; the engine's IDF
-    modifier completes BM25. Works for both backends (qdrant-client takes the same callables).
-    """
-    model = qe.Bm25(config)
-
-    def encode(embed: Callable[[str], Any], texts: list[str]) -> BatchSparseEncoding:
-        idx, vals = [], []
-        for t in texts:
-            v = embed(t)
-            idx.append(v.indices)
-            vals.append(v.values)
-        return idx, vals
-
-    def docs(texts: list[str]) -> BatchSparseEncoding:
-        return encode(model.embed_document, texts)
-
-    def queries(texts: list[str]) -> BatchSparseEncoding:
-        return encode(model.embed_query, texts)
-
-    return docs, queries
-
-
-# --------------------------------------------------------------------------------- helpers
-def _floats(v: Any) -> list[float]:
-    if isinstance(v, list):
-        return v
-    return v.tolist() if hasattr(v, "tolist") else [float(x) for x in v]
-
-
-def _sparse(indices: Any, values: Any) -> Any:
-    """A ``qe.SparseVector`` from lists (fast path) or arrays / other sequences."""
-    if not isinstance(indices, list):
-        indices = indices.tolist() if hasattr(indices, "tolist") else [int(x) for x in indices]
-    if not isinstance(values, list):
-        values = values.tolist() if hasattr(values, "tolist") else [float(x) for x in values]
-    return qe.SparseVector(indices, values)
-
-
-def _record_to_node(rec: Any, dense_name: str) -> BaseNode:
-    node = metadata_dict_to_node(rec.payload)
-    vec = rec.vector
-    if isinstance(vec, dict) and vec.get(dense_name) is not None:
-        node.embedding = list(vec[dense_name])
-    return node
+def _ids_and_filters(
+    node_ids: list[str] | None, filters: MetadataFilters | None
+) -> qe.Filter | None:
+    """Node ids AND metadata filters as one Edge filter (None: neither)."""
+    must: list[Any] = []
+    if node_ids is not None:
+        must.append(qe.HasIdCondition({node_id_to_point_id(n) for n in node_ids}))
+    if filters is not None and filters.filters:
+        must.append(metadata_filters_to_edge(filters))
+    return qe.Filter(must=must) if must else None

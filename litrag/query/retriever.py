@@ -22,9 +22,8 @@ Two presets:
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -41,6 +40,9 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQuery,
     VectorStoreQueryMode,
 )
+
+if TYPE_CHECKING:
+    from litrag.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -119,17 +121,16 @@ class RetrievalSettings(BaseModel):
         return cls(preset=preset, **values)  # type: ignore[arg-type]
 
     @classmethod
-    def from_env(
-        cls, preset: str | None = None, overrides: Mapping[str, Any] | None = None
+    def from_settings(
+        cls, s: Settings | None = None, preset: str | None = None
     ) -> RetrievalSettings:
-        """``LITRAG_RETRIEVAL`` (preset) and ``LITRAG_RETRIEVAL_<FIELD>`` overrides, checked by
-        ``litrag.settings.retrieval_overrides`` (pass ``Settings.retrieval_overrides`` to reuse
-        what the settings read)."""
-        from litrag.settings import retrieval_overrides
+        """The configured retrieval: ``preset`` (else ``LITRAG_RETRIEVAL``) with the
+        ``LITRAG_RETRIEVAL_<FIELD>`` overrides, as ``litrag.settings`` read and checked them."""
+        if s is None:
+            from litrag.settings import Settings
 
-        name = preset or os.environ.get("LITRAG_RETRIEVAL") or "embedded"
-        values = retrieval_overrides() if overrides is None else dict(overrides)
-        return cls.from_preset(name, **values)
+            s = Settings()
+        return cls.from_preset(preset or s.retrieval, **s.retrieval_overrides)
 
     def candidate_count(self, reranking: bool) -> int:
         if self.candidates is not None:

@@ -1,12 +1,12 @@
 """The vector store from settings: Qdrant Edge in-process by default, a Qdrant server by URL.
 
 The rest of litrag talks only to LlamaIndex's vector-store interface and never knows which one
-it has. ``QDRANT_URL`` (and ``QDRANT_API_KEY``) switch to qdrant-client with no code change.
+it has. A URL (``QDRANT_URL``, read by ``litrag.settings``, passed in by ``litrag.builders``)
+switches to qdrant-client with no code change.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,7 +25,6 @@ EDGE_IDF_SCOPE: Literal["collection", "filter"] = "filter"
 
 
 def store_description(url: str | None = None) -> str:
-    url = url if url is not None else os.environ.get("QDRANT_URL")
     return f"Qdrant server at {url}" if url else "embedded Qdrant Edge"
 
 
@@ -40,6 +39,7 @@ def make_vector_store(
     shards: int = 1,
     replication_factor: int = 1,
     window_doc_fn: Any = None,
+    thread_safe: bool = False,
 ) -> BasePydanticVectorStore:
     """A hybrid (dense + BM25) store for ``collection``.
 
@@ -50,11 +50,16 @@ def make_vector_store(
     ``window_doc_fn`` (a ``SentenceWindowEncoder``): a new embedded collection also keeps each
     block's sentence-window vectors and searches them for dense queries. It is needed to add
     nodes, not to query; a server collection keeps one vector per block.
+
+    ``thread_safe``: for a process whose threads share the store (the chat UI); the embedded
+    store's calls then take one lock (``LockedEdgeStore``); qdrant-client is thread-safe as is.
     """
     encoder = encoder or BM25Encoder()
-    url = url if url is not None else os.environ.get("QDRANT_URL")
     if not url:
-        from litrag.query.edge_store import QdrantEdgeVectorStore
+        if thread_safe:
+            from litrag.query.locked_store import LockedEdgeStore as QdrantEdgeVectorStore
+        else:
+            from litrag.query.edge_store import QdrantEdgeVectorStore
 
         return QdrantEdgeVectorStore(
             path=home / "index",
@@ -67,7 +72,7 @@ def make_vector_store(
         )
     return _server_store(
         url,
-        api_key or os.environ.get("QDRANT_API_KEY"),
+        api_key,
         collection,
         encoder,
         shards,

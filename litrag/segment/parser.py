@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.llms import LLM
-from llama_index.core.node_parser.interface import NodeParser
-from llama_index.core.schema import BaseNode, Document, MetadataMode, NodeRelationship, TextNode
+from llama_index.core.schema import (
+    BaseNode,
+    Document,
+    MetadataMode,
+    NodeRelationship,
+    RelatedNodeInfo,
+    TextNode,
+)
 from llama_index.core.utils import get_tokenizer, get_tqdm_iterable
 
 from litrag.segment import prompts
 from litrag.segment.cache import ResponseCache
-from litrag.segment.llm_calls import LLMCaller, Sampling, await_all, llm_identity
+from litrag.segment.llm_calls import Sampling
+from litrag.segment.llm_parser import LLMNodeParser
 from litrag.segment.llm_segmenters import OFFLINE, LitSeg, LitSegLite, UnitResult
 from litrag.segment.offline import CutCosts, OfflineSegmenter, StaticVectors, boundary_costs
 from litrag.segment.prompts import PROMPT_VERSION
@@ -107,7 +114,7 @@ class _Prepared:
     tokens: list[list[int]]  # per document, per sentence
 
 
-class LitSegNodeParser(NodeParser):
+class LitSegNodeParser(LLMNodeParser):
     """Cut narrative documents (chapters) into self-contained plot blocks.
 
     With no ``llm`` the offline segmenter is used; given an ``llm`` (any LlamaIndex LLM, e.g.
@@ -121,14 +128,6 @@ class LitSegNodeParser(NodeParser):
         default=None,
         description="'offline', 'litseg-lite' or 'litseg'; None picks 'litseg-lite' when an LLM "
         "is given, else 'offline'.",
-    )
-    llm: LLM | None = Field(
-        default=None, exclude=True, description="The LLM for LitSeg / LitSeg-Lite."
-    )
-    llm_identity: str = Field(
-        default="",
-        description="Which LLM segments (class, model, endpoint); part of the ingestion and reply "
-        "cache keys. Pass a stable name for a server on a changing port (a local llama.cpp).",
     )
     prompt_version: str = Field(
         default=PROMPT_VERSION, description="Version of the segmentation prompts (cache key)."
@@ -164,17 +163,6 @@ class LitSegNodeParser(NodeParser):
         description="Extra request fields for OpenAI-compatible servers, e.g. "
         "{'chat_template_kwargs': {'enable_thinking': False}} for Qwen3 on vLLM.",
     )
-    request_timeout: float | None = Field(
-        default=600.0, description="Seconds before an LLM call counts as a failed attempt."
-    )
-    num_workers: int = Field(
-        default=4, ge=1, description="LLM calls in flight at once (one unit per call)."
-    )
-    cache_dir: str | None = Field(
-        default=None,
-        description="Folder of the persistent LLM reply cache; an interrupted run resumes "
-        "without repeating finished calls. None disables it.",
-    )
     max_block_tokens: int = Field(
         default=512,
         gt=8,
@@ -186,6 +174,31 @@ class LitSegNodeParser(NodeParser):
     max_words: int = Field(default=600, gt=0, description="Offline: largest block.")
     cohesion_window: int = Field(
         default=3, ge=1, description="Sentences on each side when scoring cohesion at a boundary."
+    )
+
+    _needs_llm: ClassVar[bool] = False  # the offline segmenter needs none
+    _dump_order: ClassVar[tuple[str, ...]] = (
+        "segmenter",
+        "llm_identity",
+        "prompt_version",
+        "prompt_variant",
+        "max_unit_words",
+        "max_retries",
+        "retry_feedback",
+        "temperature",
+        "top_p",
+        "top_k",
+        "json_mode",
+        "max_output_tokens",
+        "extra_body",
+        "request_timeout",
+        "num_workers",
+        "cache_dir",
+        "max_block_tokens",
+        "target_words",
+        "min_words",
+        "max_words",
+        "cohesion_window",
     )
 
     _tokenizer: Callable[[str], Sequence] = PrivateAttr()
@@ -208,14 +221,7 @@ class LitSegNodeParser(NodeParser):
         prompts.lite_system(variant)  # an unknown variant is a ValueError naming the known ones
         if variant != "full" and segmenter != "litseg-lite":
             raise ValueError(f"prompt_variant={variant!r} is a LitSeg-Lite ablation")
-        super().__init__(
-            llm=llm,
-            segmenter=segmenter,
-            llm_identity=kwargs.pop("llm_identity", None)
-            or (llm_identity(llm) if llm is not None else ""),
-            callback_manager=callback_manager or CallbackManager([]),
-            **kwargs,
-        )
+        super().__init__(llm, callback_manager, segmenter=segmenter, **kwargs)
         self._tokenizer = tokenizer or get_tokenizer()
 
     @classmethod
@@ -232,7 +238,7 @@ class LitSegNodeParser(NodeParser):
             llm=llm,
             segmenter=segmenter,
             tokenizer=tokenizer,
-            cache_dir=str(cache_dir) if cache_dir is not None else None,
+            cache_dir=cache_dir,
             callback_manager=callback_manager,
             **kwargs,
         )
@@ -262,11 +268,7 @@ class LitSegNodeParser(NodeParser):
                 parts.append(_Part(pos, k, chunk, title))
         return all_sentences, parts
 
-    def _llm_segmenter(self) -> LitSegLite | LitSeg:
-        assert self.llm is not None
-        cache = (
-            ResponseCache(Path(self.cache_dir) / "llm_replies.sqlite") if self.cache_dir else None
-        )
+    def _llm_segmenter(self, cache: ResponseCache | None) -> LitSegLite | LitSeg:
         sampling = Sampling(
             temperature=self.temperature,
             top_p=self.top_p,
@@ -275,8 +277,7 @@ class LitSegNodeParser(NodeParser):
             max_tokens=self.max_output_tokens,
             extra_body=tuple(sorted(self.extra_body.items())),
         )
-        caller = LLMCaller(self.llm, sampling, self.request_timeout, cache)
-        caller.identity = self.llm_identity or caller.identity  # a caller's stable name wins
+        caller = self._caller(sampling, cache)
         if self.segmenter == "litseg":
             return LitSeg(caller, max_retries=self.max_retries, retry_feedback=self.retry_feedback)
         return LitSegLite(
@@ -343,20 +344,16 @@ class LitSegNodeParser(NodeParser):
             return self._parse_nodes(nodes, show_progress=show_progress, **kwargs)
         t0 = time.perf_counter()
         prep = self._prepare(nodes)
-        segmenter = self._llm_segmenter()
-        gate = asyncio.Semaphore(self.num_workers)
-
-        async def run(part: _Part) -> None:
-            async with gate:
-                result = await segmenter.asegment(part.sentences, part.title)
+        todo = [p for p in prep.parts if p.sentences]
+        with self._reply_cache() as cache:
+            segmenter = self._llm_segmenter(cache)
+            results = await self._gather(
+                [partial(segmenter.asegment, p.sentences, p.title) for p in todo],
+                show_progress,
+                "Segmenting",
+            )
+        for part, result in zip(todo, results, strict=True):
             part.result = self._local(part, result)
-
-        tasks = [asyncio.ensure_future(run(p)) for p in prep.parts if p.sentences]
-        try:
-            await await_all(tasks, show_progress=show_progress, desc="Segmenting")
-        finally:
-            if segmenter.caller.cache is not None:
-                segmenter.caller.cache.close()
         out = self._build(nodes, prep)
         self._summary.seconds += time.perf_counter() - t0
         return out
@@ -425,11 +422,11 @@ class LitSegNodeParser(NodeParser):
     def _node(
         self,
         doc: BaseNode,
-        source: Any,
+        source: RelatedNodeInfo,
         pos: int,
         text: str,
         sentences: list[Sentence],
-        block: Any,
+        block: Block,
         result: UnitResult,
         part_no: int,
         i: int,

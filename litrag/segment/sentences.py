@@ -147,10 +147,6 @@ def split_sentences(text: str, max_sentence_words: int = 120) -> list[Sentence]:
     return sentences
 
 
-def count_words(text: str) -> int:
-    return len(text.split())
-
-
 def sentence_windows(text: str, size: int = 3, stride: int = 2) -> list[str]:
     """Windows of ``size`` consecutive sentences every ``stride``; the last one always ends the
     text. What dense MaxSim embeds and what windowed BM25 scores, so both see the same windows."""

@@ -1,15 +1,14 @@
-"""``litrag doctor``: the one command to run when something is wrong.
+"""The checks of the models room for ``litrag doctor``: the CPU's instruction-set features
+against those the installed llama.cpp build uses, which packaged models are present and verified,
+the embedding model, and whether the configured LLM server lists its models.
 
-It reports the CPU's instruction-set features against those the installed llama.cpp build uses,
-which packaged models are present and verified, the embedding model, the store, the configured
-LLM, and whether a short generation runs. Everything that loads llama.cpp runs in a child
-process, so a build that faults on this CPU is reported (the signal and what it means) instead of
-taking the doctor down with it.
+Loading llama.cpp runs in a child process, so a build that faults on this CPU is reported (the
+signal and what it means) instead of taking the doctor down with it. ``Check`` is one line of
+the report; the checks of the other rooms (``litrag.ingestion.checks``) return it too.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -17,13 +16,15 @@ import platform
 import re
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
+
+from litrag.models import llama_server as ll
+from litrag.models.served import CLIENTS
+from litrag.settings import Settings, llm_backend
 
 Status = Literal["ok", "warn", "fail", "info"]
 
@@ -58,6 +59,9 @@ SHOWN_CPU_FLAGS = (
     "avx512_fp16 amx_tile amx_int8 amx_bf16 asimd asimdhp asimddp i8mm sve sme"
 ).split()
 BUILD_RECORD = "llama-cpp-build.json"  # written by scripts/install_llama_cpp.sh into sys.prefix
+# How long the LLM server gets to list its models: a server that accepts connections and never
+# answers fails the check in seconds (the generation check then skips it).
+LLM_LISTING_TIMEOUT = 5.0
 
 _PROBE = """
 import json, llama_cpp
@@ -76,10 +80,26 @@ class Check:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+class CpuInfo(TypedDict):
+    """What ``cpu_info`` reads: architecture, model name, usable cores, instruction-set flags."""
+
+    arch: str
+    model: str
+    cores: int | None
+    flags: list[str]
+
+
+def _get(url: str, timeout: float = 5.0, headers: dict[str, str] | None = None) -> str:
+    """The body of a GET, decoded; ``timeout`` bounds each wait on the socket."""
+    req = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return resp.read().decode(errors="replace")
+
+
 # ------------------------------------------------------------------------------------ CPU
-def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
+def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> CpuInfo:
     """Architecture, model name and instruction-set flags (Linux; elsewhere what is known)."""
-    info: dict[str, Any] = {
+    info: CpuInfo = {
         "arch": platform.machine(),
         "model": platform.processor() or "",
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
@@ -101,7 +121,7 @@ def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
     return info
 
 
-def check_cpu(cpu: dict[str, Any]) -> Check:
+def check_cpu(cpu: CpuInfo) -> Check:
     shown = [f for f in SHOWN_CPU_FLAGS if f in set(cpu["flags"])]
     cores = f" · {cpu['cores']} cores" if cpu.get("cores") else ""
     model = f" {cpu['model']}" if cpu.get("model") else ""
@@ -136,9 +156,7 @@ def build_record(prefix: Path | None = None) -> dict[str, Any] | None:
         return None
 
 
-def check_llama_build(cpu: dict[str, Any], python: str = sys.executable) -> Check:
-    from litrag.local_llm import describe_exit
-
+def check_llama_build(cpu: CpuInfo, python: str = sys.executable) -> Check:
     if importlib.util.find_spec("llama_cpp") is None:
         return Check(
             "llama.cpp",
@@ -153,7 +171,7 @@ def check_llama_build(cpu: dict[str, Any], python: str = sys.executable) -> Chec
         return Check("llama.cpp", "fail", "loading llama.cpp took over 120 s")
     if proc.returncode != 0:
         if proc.returncode < 0:
-            line = describe_exit(proc.returncode, "loading llama.cpp")
+            line = ll.describe_exit(proc.returncode, "loading llama.cpp")
         else:
             line = f"loading llama.cpp failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}"
         return Check("llama.cpp", "fail", line, {"record": record})
@@ -165,7 +183,7 @@ def check_llama_build(cpu: dict[str, Any], python: str = sys.executable) -> Chec
         if record
         else "built by pip with its default flags (tuned to the machine that built it)"
     )
-    data = {"version": probe["version"], "features": features, "record": record}
+    data: dict[str, Any] = {"version": probe["version"], "features": features, "record": record}
     detail = f"{probe['version']} · {how} · uses {' '.join(features) or 'no listed features'}"
     if missing:
         data["unsupported"] = missing
@@ -189,8 +207,6 @@ def check_llama_build(cpu: dict[str, Any], python: str = sys.executable) -> Chec
 
 # ---------------------------------------------------------------------------------- models
 def check_models(models_dir: Path) -> Check:
-    from litrag import local_llm as ll
-
     parts: list[str] = []
     status: Status = "ok"
     data: dict[str, Any] = {}
@@ -238,49 +254,9 @@ def check_embeddings(embed_model: str) -> Check:
     )
 
 
-# ----------------------------------------------------------------------------------- store
-def _get(url: str, timeout: float = 5.0, headers: dict[str, str] | None = None) -> str:
-    req = urllib.request.Request(url, headers=headers or {})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        return resp.read().decode(errors="replace")
-
-
-def check_store(s: Any) -> Check:
-    from litrag.app.handoff import running_ui
-    from litrag.ingestion.integrity import LibraryDamagedError, check_files
-    from litrag.ingestion.library import Library
-
-    try:
-        books = Library.read_registry(s.home)
-    except (OSError, ValueError, TypeError, LibraryDamagedError) as exc:
-        return Check("store", "fail", f"the registry {s.home / 'books.json'} is unreadable: {exc}")
-    count = f"{len(books)} book{'s' if len(books) != 1 else ''}"
-    if s.qdrant_url:
-        try:
-            headers = {"api-key": s.qdrant_api_key} if s.qdrant_api_key else {}
-            version = json.loads(_get(s.qdrant_url.rstrip("/") + "/", headers=headers))
-            where = f"Qdrant server {s.qdrant_url} (version {version.get('version', '?')})"
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            return Check(
-                "store", "fail", f"the Qdrant server {s.qdrant_url} is unreachable: {reason}"
-            )
-        return Check("store", "ok", f"{where} · registry at {s.home}: {count}")
-    problems = check_files(s.home, s.collection, books, embedded=True)
-    if problems:  # the files alone say the library is damaged (no store opened)
-        return Check("store", "fail", problems[0].line())
-    ui = running_ui(s.home)
-    held = f" · held by {ui.describe()}" if ui else ""
-    index = s.home / "index"
-    kind = "embedded Qdrant Edge" + ("" if index.is_dir() else " (not created yet)")
-    return Check("store", "ok", f"{kind} at {index} · {count}{held}", {"books": len(books)})
-
-
 # ------------------------------------------------------------------------------------- LLM
-def check_llm(s: Any) -> Check:
-    from litrag.llm_backends import CLIENTS
-    from litrag.settings import llm_backend
-
+def check_llm(s: Settings) -> Check:
+    """The configured LLM; for a server URL, its ``/models`` listing (``LLM_LISTING_TIMEOUT``)."""
     backend = llm_backend(s)
     if backend == "vllm" and not s.llm_url:
         return Check(
@@ -295,8 +271,9 @@ def check_llm(s: Any) -> Check:
             f"the packaged {s.local_llm} through llama.cpp, started on demand "
             "(LITRAG_LLM_URL is not set)",
         )
+    url = s.llm_url.rstrip("/") + "/models"
     try:
-        models = json.loads(_get(s.llm_url.rstrip("/") + "/models")).get("data", [])
+        models = json.loads(_get(url, timeout=LLM_LISTING_TIMEOUT)).get("data", [])
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return Check("llm", "fail", f"cannot reach the LLM server at {s.llm_url}: {reason}")
@@ -305,105 +282,3 @@ def check_llm(s: Any) -> Check:
     served = ", ".join(names) or "no models listed"
     note = "" if status == "ok" else f"; LITRAG_LLM_MODEL={s.llm_model} is not among them"
     return Check("llm", status, f"{s.llm_url} serves {served}{note} · client {CLIENTS[backend]}")
-
-
-def check_generation(s: Any, local_model: str | None = None, tokens: int = 16) -> Check:
-    """A short chat completion through what ``litrag ask`` would use."""
-    from litrag.llm_backends import describe, server_llm
-    from litrag.local_llm import LlamaServer, LocalModelError, local_model_path
-    from litrag.settings import llm_backend
-
-    prompt = "Name one animal. Answer in three words."
-    server = None
-    t0 = time.monotonic()
-    try:
-        backend = llm_backend(s)
-        if s.llm_url and local_model is None and backend != "local":
-            llm = server_llm(
-                backend,
-                s.llm_url,
-                s.llm_model,
-                timeout=120,
-                max_tokens=tokens,
-                api_key=s.llm_api_key,
-            )
-            who = describe(backend, s.llm_model, s.llm_url)
-            load = 0.0
-        else:
-            name = local_model or s.local_llm
-            path = local_model_path(name, s.models_dir or s.home / "models")
-            server = LlamaServer(path, n_ctx=2048, startup_timeout=300).start()
-            load = time.monotonic() - t0
-            llm = server.llm(timeout=300, max_retries=0, max_tokens=tokens, temperature=0.0)
-            who = f"{name} (local llama.cpp)"
-        t1 = time.monotonic()
-        text = llm.complete(prompt).text.strip()
-        took = time.monotonic() - t1
-    except (LocalModelError, ImportError, OSError, ValueError) as exc:
-        return Check("generation", "fail", str(exc).splitlines()[0])
-    except Exception as exc:  # the HTTP client's errors: a crash shows in the server's status
-        crash = server.failure() if server is not None else None
-        line = crash or f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        return Check("generation", "fail", line)
-    finally:
-        if server is not None:
-            server.stop()
-    if not text:
-        return Check("generation", "fail", f"{who} returned an empty reply")
-    shown = text.splitlines()[0][:60]
-    return Check(
-        "generation",
-        "ok",
-        f"{who}: {shown!r} in {took:.1f} s (model load {load:.1f} s)",
-        {"text": text, "seconds": round(took, 2), "load_seconds": round(load, 2)},
-    )
-
-
-# ---------------------------------------------------------------------------------- report
-def run_checks(
-    s: Any,
-    *,
-    generate: bool = True,
-    local_model: str | None = None,
-    say: Callable[[Check], None] | None = None,
-) -> list[Check]:
-    """Every check in order; ``say`` sees each as soon as it is done."""
-    cpu = cpu_info()
-    steps: list[Callable[[], Check]] = [
-        lambda: Check(
-            "litrag",
-            "info",
-            f"{_version()} · Python {platform.python_version()} ({sys.executable}) · home {s.home}",
-        ),
-        lambda: check_cpu(cpu),
-        lambda: check_llama_build(cpu),
-        lambda: check_models(s.models_dir or s.home / "models"),
-        lambda: check_embeddings(s.embed_model),
-        lambda: check_store(s),
-        lambda: check_llm(s),
-    ]
-    if generate:
-        steps.append(lambda: check_generation(s, local_model))
-    checks = []
-    for step in steps:
-        check = step()
-        checks.append(check)
-        if say is not None:
-            say(check)
-    return checks
-
-
-def _version() -> str:
-    try:
-        return f"litrag {importlib.metadata.version('litrag')}"
-    except importlib.metadata.PackageNotFoundError:
-        return "litrag (not installed)"
-
-
-def format_check(check: Check) -> str:
-    mark = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "    "}[check.status]
-    return f"{mark} {check.name:<11} {check.detail}"
-
-
-def as_json(checks: list[Check]) -> str:
-    return json.dumps([asdict(c) for c in checks], indent=2)

@@ -379,7 +379,7 @@ class LlamaServer:
             self.log_path = settings.home() / "logs" / f"llama-server-{self.port}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         cmd = [
-            sys.executable, "-m", "litrag.llama_child",  # llama_cpp.server, ends with us
+            sys.executable, "-m", "litrag.models.llama_child",  # llama_cpp.server, ends with us
             "--model", str(self.model_path),
             "--model_alias", self.model,
             "--n_ctx", str(self.n_ctx),

@@ -5,7 +5,7 @@ SIGKILL runs no exit handlers, and the orphan would keep its 1.4 GB or more and 
 ``PR_SET_PDEATHSIG`` fires when the *thread* that forked exits (the chat app starts the model
 from a worker thread), so this watches the parent process id instead.
 
-    python -m litrag.llama_child --model X.gguf --port 8765 ...   (llama_cpp.server's arguments)
+    python -m litrag.models.llama_child --model X.gguf --port 8765 ...   (llama_cpp.server's args)
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.llms import LLM
 
-from litrag.local_llm import LlamaServer
+from litrag.models.llama_server import LlamaServer
 
 
 class LazyServerLLM(LLM):

@@ -11,7 +11,7 @@ when the URL is a ``/v1/completions`` endpoint, and raises ``requests`` errors t
 builder, request and reply readers. Importing this module also replaces the package's ``atexit``
 hook, which runs ``import torch`` at exit and prints an ignored exception where torch is absent.
 
-Import this module only through ``litrag.llm_backends`` (it needs the ``vllm`` extra).
+Import this module only through ``litrag.models.served`` (it needs the ``vllm`` extra).
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ class _SSELines:
 
 class VllmChatServer(VllmServer):
     """``VllmServer(openai_like=True)`` sending the chat as a chat, with the limits litrag budgets
-    prompts by. Build it with ``litrag.llm_backends.server_llm(backend="vllm", ...)``."""
+    prompts by. Build it with ``litrag.models.served.server_llm(backend="vllm", ...)``."""
 
     # litrag.segment passes its sampling settings (temperature, top_p, top_k, response_format,
     # max_tokens, extra_body) per call to clients that accept OpenAI's request fields.
@@ -341,7 +341,7 @@ async def _in_thread(pieces: Iterator[Any]) -> AsyncIterator[Any]:
 def in_process(model: str, *, temperature: float = 0.7, **kwargs: Any) -> Any:
     """The package's in-process ``Vllm``, with the model's own chat template (its default joins
     messages as "role: text" lines, which no instruct model was trained on). No streaming; calls
-    run one at a time. ``litrag.llm_backends.in_process_vllm`` checks the vLLM version first."""
+    run one at a time. ``litrag.models.served.in_process_vllm`` checks the vLLM version first."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model)

@@ -5,8 +5,8 @@ built in ``litrag.builders``).
 ``openai-like`` is ``llama-index-llms-openai-like``'s ``OpenAILike``, against any OpenAI-compatible
 server. ``vllm`` is ``llama-index-llms-vllm`` (the package vLLM's LlamaIndex page names): its
 ``VllmServer(openai_like=True)`` against ``vllm serve``, through ``VllmChatServer``, which repairs
-what litrag depends on (``litrag.vllm_client``); or, for segmentation on a GPU machine without a
-server, its in-process ``Vllm`` where the installed vLLM still works with it.
+what litrag depends on (``litrag.models.vllm_server``); or, for segmentation on a GPU machine
+without a server, its in-process ``Vllm`` where the installed vLLM still works with it.
 
 Cheap to import: each client's package is imported by the function that builds it.
 """
@@ -92,7 +92,7 @@ def server_llm(
         )
     if backend == "vllm":
         try:
-            from litrag.vllm_client import VllmChatServer
+            from litrag.models.vllm_server import VllmChatServer
         except ImportError as exc:
             raise ImportError(
                 f"LITRAG_LLM_BACKEND=vllm needs llama-index-llms-vllm: {VLLM_EXTRA}"
@@ -110,7 +110,7 @@ def server_llm(
             **options,
         )
     if backend == "openai-like":
-        from litrag.local_llm import openai_like
+        from litrag.models.llama_server import openai_like
 
         kwargs: dict[str, Any] = {"api_key": api_key or "none"}
         if max_tokens is not None:
@@ -153,7 +153,7 @@ def in_process_vllm(model: str, *, temperature: float = 0.7, **kwargs: Any) -> A
             "rejects (TypeError, run-llama/llama_index#21371): start "
             f"`vllm serve {model}` and set LITRAG_LLM_URL=http://HOST:8000/v1"
         )
-    from litrag.vllm_client import in_process
+    from litrag.models.vllm_server import in_process
 
     return in_process(model, temperature=temperature, **kwargs)
 

@@ -1,0 +1,75 @@
+"""A book file's bytes: a plain text, or the ``.txt`` inside a Gutenberg ``.zip``, read in place.
+
+Both the loader (``gutenberg.load_book``) and mirror discovery (``mirror.classify``) read book
+files; what they share lives here, with ``BookLoadError``, the one error a file that cannot be
+loaded as a book raises.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from pathlib import Path
+
+
+class BookLoadError(ValueError):
+    """A file that cannot be loaded as a book; the message names the file and the reason."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+def read_book_bytes(p: Path, max_bytes: int) -> bytes:
+    """The bytes of the book at ``p`` (a zip's text member for a ``.zip``), at most
+    ``max_bytes``; ``BookLoadError`` for a folder, a missing, unreadable, empty or too big file."""
+    try:
+        size = p.stat().st_size
+        if p.is_dir():
+            raise BookLoadError(p, "is a folder, not a file (use iter_book_files for folders)")
+        if size > max_bytes:
+            raise BookLoadError(
+                p,
+                f"file is {size:,} bytes, over the max_bytes limit of {max_bytes:,} bytes; "
+                "raise the limit with `litrag ingest --max-mb` (or load_book(max_bytes=...))",
+            )
+        # A mirror's 12345-0.zip: its text, read in place.
+        data = read_zip_text(p, max_bytes) if p.suffix.lower() == ".zip" else p.read_bytes()
+    except FileNotFoundError:
+        raise BookLoadError(p, "no such file") from None
+    except OSError as e:
+        raise BookLoadError(p, f"cannot read file ({e.strerror or e})") from None
+    if not data:
+        raise BookLoadError(p, "empty file")
+    return data
+
+
+def read_zip_text(path: Path, max_bytes: int) -> bytes:
+    """The book text inside a Gutenberg ``.zip``: its .txt member (the largest, if several)."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            members = [i for i in zf.infolist() if i.filename.lower().endswith(".txt")]
+            if not members:
+                raise BookLoadError(path, "zip archive holds no .txt file")
+            info = max(members, key=lambda i: i.file_size)
+            if info.file_size > max_bytes:
+                raise BookLoadError(
+                    path,
+                    f"{info.filename} in the archive is {info.file_size:,} bytes, over the "
+                    f"max_bytes limit of {max_bytes:,} bytes; raise it with "
+                    "`litrag ingest --max-mb`",
+                )
+            return zf.read(info)
+    except zipfile.BadZipFile as exc:
+        raise BookLoadError(path, f"damaged zip archive ({exc})") from None
+
+
+def zip_has_text(path: Path) -> bool:
+    """Whether a ``.zip`` holds a .txt member; True for a damaged or unreadable one, so that
+    loading names what is wrong with it, in one line."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return any(n.lower().endswith(".txt") for n in zf.namelist())
+    except (zipfile.BadZipFile, OSError):
+        return True

@@ -1,0 +1,79 @@
+"""The registry of a library (``books.json``): one ``BookRecord`` per book, by book id.
+
+Read by the library (``litrag.ingestion.library``) and, without opening the store, by the
+checks of ``litrag.ingestion.integrity``; a registry that does not parse, or whose rows are not
+records, is a ``LibraryDamagedError`` naming the repair.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import MISSING, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from litrag.ingestion.damage import REPAIR, LibraryDamagedError, Problem, read_json
+
+REGISTRY_NAME = "books.json"  # the registry's file, in the library's home
+
+
+@dataclass
+class BookRecord:
+    """One row of ``litrag books``."""
+
+    book_id: str
+    title: str
+    author: str | None
+    chapters: int
+    nodes: int
+    segmenter: str
+    source: str
+    fingerprint: str
+    status: str = "ingesting"  # "ingesting" until the last batch is stored, then "complete"
+    ingested_at: str = ""
+    seconds: dict[str, float] = field(default_factory=dict)
+    catalog: dict[str, Any] = field(default_factory=dict)  # its pg_catalog.csv row, if given
+
+
+def read_registry(home: Path) -> list[BookRecord]:
+    """The books of the library at ``home``, without opening its store; a damaged registry
+    is a ``LibraryDamagedError`` naming the repair."""
+    return [BookRecord(**r) for r in read_rows(Path(home) / REGISTRY_NAME).values()]
+
+
+def read_rows(path: Path) -> dict[str, dict[str, Any]]:
+    """The registry at ``path`` as JSON rows by book id (empty when there is none)."""
+    if not path.exists():
+        return {}
+    rows = read_json(path, "registry-file", f"{REPAIR} (rebuilds it from the store)")
+    fields = set(BookRecord.__dataclass_fields__)
+    needed = {
+        name
+        for name, f in BookRecord.__dataclass_fields__.items()
+        if f.default is MISSING and f.default_factory is MISSING
+    }
+    if not isinstance(rows, dict) or not all(
+        isinstance(r, dict) and needed <= set(r) <= fields for r in rows.values()
+    ):
+        raise LibraryDamagedError(
+            [
+                Problem(
+                    f"{path} is damaged: not a registry",
+                    f"{REPAIR} (rebuilds it from the store)",
+                    "registry-file",
+                )
+            ]
+        )
+    return rows
+
+
+def write_rows(path: Path, rows: dict[str, dict[str, Any]]) -> None:
+    """Replace the registry at ``path`` with ``rows`` (atomically: a kill leaves old or new)."""
+    _atomic_write(path, json.dumps(rows, indent=1, ensure_ascii=False))
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,126 @@
+"""Opening a Qdrant Edge collection: its saved config checked, its shard loaded or created.
+
+Edge takes an exclusive lock on a shard's WAL, so one process (one store object) opens it at a
+time; the owner file says who, so a second opener's ``StoreLockedError`` can name the holder.
+A config that is missing, damaged or disagrees with the shard is a ``StoreConfigError``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import qdrant_edge as qe
+
+from litrag.query.edge_schema import (
+    CONFIG_FILE,
+    PAYLOAD_SCHEMA,
+    SHARD_DIR,
+    EdgeStoreConfig,
+    config_mismatch,
+    edge_config,
+    is_lock_error,
+    read_config,
+    read_owner,
+    shard_config_path,
+    shard_dense_dim,
+    write_config,
+    write_owner,
+)
+
+WINDOW_VECTOR_NAME = "text-windows"  # of a new collection that keeps sentence-window vectors
+
+
+class StoreLockedError(RuntimeError):
+    """Another process (or another store object in this one) holds the shard folder.
+
+    Edge takes an exclusive lock on a shard's WAL: one opener at a time. Concurrent writers need a
+    Qdrant server (``QDRANT_URL``).
+    """
+
+    def __init__(self, folder: Path, holder: str | None = None) -> None:
+        self.folder = folder
+        self.holder = holder
+        who = f"held by {holder}" if holder else "held by another process"
+        super().__init__(
+            f"Qdrant Edge store {folder} is {who}: one process may open an embedded store at a "
+            "time; close it or go through that process, or use a Qdrant server for concurrent "
+            "writers (set QDRANT_URL)."
+        )
+
+
+class StoreConfigError(ValueError):
+    """``litrag_store.json`` is missing, damaged or disagrees with the shard it describes.
+
+    Why not recreate it with defaults: a default config has no window vector name, so dense
+    search would silently use the per-block vectors and cite other passages.
+    """
+
+    def __init__(self, folder: Path, problem: str) -> None:
+        self.folder = folder
+        super().__init__(f"{problem}: run `litrag verify --repair` (rebuilds it from the shard)")
+
+
+def resolve_config(
+    folder: Path,
+    config: EdgeStoreConfig | None,
+    dense_dim: int | None,
+    windowed: bool,
+) -> EdgeStoreConfig:
+    """The config of the collection in ``folder``: the saved one (which ``config`` and
+    ``dense_dim``, when given, must agree with), else ``config`` or the defaults, with the window
+    vector name set for a ``windowed`` new collection. The dense size is filled in from
+    ``dense_dim`` while unknown."""
+    try:
+        saved = read_config(folder)
+    except ValueError:
+        raise StoreConfigError(
+            folder, f"the store config {folder / CONFIG_FILE} is damaged"
+        ) from None
+    if saved is None and shard_config_path(folder).exists():
+        raise StoreConfigError(folder, f"the store config {folder / CONFIG_FILE} is missing")
+    wrong = config_mismatch(folder, saved) if saved is not None else None
+    if wrong:
+        raise StoreConfigError(folder, f"{folder}: {wrong}")
+    if saved is not None:
+        if config is not None and config.model_dump(exclude={"dense_dim"}) != saved.model_dump(
+            exclude={"dense_dim"}
+        ):
+            raise ValueError(f"{folder}: config differs from the one saved in {CONFIG_FILE}")
+        if dense_dim is not None and saved.dense_dim not in (None, dense_dim):
+            raise ValueError(f"{folder}: dense_dim {dense_dim} != saved {saved.dense_dim}")
+        cfg = saved
+    else:
+        cfg = config.model_copy() if config is not None else EdgeStoreConfig()
+        if windowed and cfg.window_vector_name is None:
+            cfg.window_vector_name = WINDOW_VECTOR_NAME
+    if cfg.dense_dim is None and dense_dim is not None:
+        cfg.dense_dim = dense_dim
+    return cfg
+
+
+def open_shard(folder: Path, config: EdgeStoreConfig) -> qe.EdgeShard:
+    """Load the shard in ``folder``, or create it from ``config``; Edge's lock failure becomes
+    ``StoreLockedError`` naming the holder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shard_dir = folder / SHARD_DIR
+    try:
+        if shard_config_path(folder).exists():
+            return qe.EdgeShard.load(str(shard_dir))
+        return qe.EdgeShard.create(str(shard_dir), edge_config(config))
+    except Exception as e:
+        if is_lock_error(e):
+            raise StoreLockedError(folder, read_owner(folder)) from e
+        raise
+
+
+def settle_shard(shard: qe.EdgeShard, folder: Path, config: EdgeStoreConfig) -> None:
+    """After an open: record this process as the owner, take the dense size from the shard when
+    the config lacks it (``config`` is updated), save the config, create missing payload indexes."""
+    write_owner(folder)
+    if config.dense_dim is None:  # reopened without our JSON: take it from the shard
+        config.dense_dim = shard_dense_dim(shard, config.dense_vector_name)
+    write_config(folder, config)
+    have = set(shard.info().payload_schema)
+    for field, kind in config.payload_indexes.items():
+        if field not in have:
+            shard.update(qe.UpdateOperation.create_field_index(field, PAYLOAD_SCHEMA[kind]))
