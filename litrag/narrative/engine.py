@@ -7,12 +7,20 @@ returns the same ``Answer`` / ``AnswerStream``, so the CLI and the UI print it t
   from the question and the character index; the tool's text (a profile, an outline, ...) and
   the plot blocks behind it go into the paper's prompt (a "Notes" part before the references),
   fitted to the context window, and the answer cites exactly the blocks it was given;
+- a character's tools (``character_profile``, ``character_timeline``, ``plotline``) answer from
+  what the LLM assets hold; where the book has none for the question (no ``litrag assets`` run,
+  or nothing built for that character), the question goes to passages steered by the character
+  index instead (``character_passages`` / ``pair_passages``: where the character is introduced,
+  where it is named most, and the hybrid retrieval of the question, within the spoiler limit),
+  answered by the normal path: the LLM with the plain prompt, or extractive sentences of those
+  passages that name the character. Counts of the index never stand in for an answer;
 - the ``search_passages`` route, and any tool that finds nothing, is today's ``BookQueryEngine``
   answer, unchanged;
 - with a function-calling LLM (``llm.metadata.is_function_calling_model``: vLLM-served Qwen3),
   a LlamaIndex ``FunctionAgent`` calls the tools itself; the answer cites the passages the tool
   replies carried;
-- without an LLM the answer is the tool's text, labelled as such.
+- without an LLM the answer is the tool's text, labelled as such, where it came from the assets;
+  a chapter's or a span's blocks without assets give the opening sentence of each passage.
 
 ``Answer.route`` records what was chosen, by whom and why.
 """
@@ -20,6 +28,7 @@ returns the same ``Answer`` / ``AnswerStream``, so the CLI and the UI print it t
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,7 +41,7 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from litrag.narrative.characters import CharacterIndex
-from litrag.narrative.router import Route, route
+from litrag.narrative.router import Route, fold, route
 from litrag.narrative.tools import NarrativeTools, ToolOutput, spread, story_key
 from litrag.query.answer import (
     CHARS_PER_TOKEN,
@@ -45,8 +54,11 @@ from litrag.query.answer import (
     Source,
     describe_llm_error,
     estimate_tokens,
+    extractive_passages,
     format_chunk,
+    llm_name,
 )
+from litrag.segment.sentences import split_sentences
 from litrag.segment.sync import run_sync
 
 logger = logging.getLogger(__name__)
@@ -67,6 +79,20 @@ NOTES_KIND = {
     "plotline": "the two characters' story together",
 }
 NOTES_LABEL = "Notes (no LLM; what the reader's guide holds)"
+STEERED_LABEL = (
+    "Extractive answer (no LLM; sentences naming {who} from the passages where the book "
+    "introduces {who} and names {who} most)"
+)
+OPENINGS_LABEL = (
+    "Extractive answer (no LLM; the opening sentence of each passage, in reading order)"
+)
+STEERED_PASSAGES = 3  # passages an extractive answer about a character quotes (5 for a story)
+# a character's tools, and what they would have read in the assets
+CHARACTER_TOOLS = {
+    "character_profile": "profile",
+    "character_timeline": "facts or events",
+    "plotline": "plotline",
+}
 AGENT_SYSTEM_PROMPT = (
     f"{QA_SYSTEM_PROMPT} Use the tools to look up the book {{title}}; answer only from what "
     "they return.{limit} Answer in a few sentences at most, and be concise."
@@ -88,6 +114,11 @@ def fit_spread(
         return []
     keep = max(int((budget_tokens - 2) * CHARS_PER_TOKEN), 200)
     return [(nodes[0], chunks[0][:keep] + " [...]")]
+
+
+def _opening(nws: NodeWithScore) -> str:
+    sentences = split_sentences(nws.node.get_content())
+    return sentences[0].flat if sentences else ""
 
 
 class NarrativeQueryEngine(BaseQueryEngine):
@@ -197,7 +228,11 @@ class NarrativeQueryEngine(BaseQueryEngine):
         chosen = self.route(question)
         if chosen.tool == "search_passages":
             return self._plain(question, chosen)
-        out = self.tools.run(chosen.tool, chosen.kwargs)
+        out = None
+        if chosen.tool not in CHARACTER_TOOLS or self.tools.has_assets:
+            out = self.tools.run(chosen.tool, chosen.kwargs)
+        if chosen.tool in CHARACTER_TOOLS and (out is None or (out.found and not out.asset_ids)):
+            chosen, out = self._steer(question, chosen)  # no assets answer it: the book does
         if not out.found:
             fell = Route(
                 "search_passages",
@@ -206,7 +241,74 @@ class NarrativeQueryEngine(BaseQueryEngine):
                 by="fallback",
             )
             return self._plain(question, fell)
+        if out.ranked:
+            return self._steered_answer(question, chosen, out)
         return self._notes_answer(question, chosen, out)
+
+    def _steer(self, question: str, chosen: Route) -> tuple[Route, ToolOutput]:
+        """The passages steered by the character index that answer a character question the
+        assets cannot: the route says so."""
+        kw = chosen.kwargs
+        what = CHARACTER_TOOLS[chosen.tool]
+        why = "no LLM-built assets" if not self.tools.has_assets else f"no LLM-built {what}"
+        if chosen.tool == "plotline":
+            out = self.tools.pair_passages(kw["name_a"], kw["name_b"], query=question)
+            how = "passages naming both, steered by the character index, and the question"
+        else:
+            story = chosen.tool == "character_timeline"
+            out = self.tools.character_passages(kw["name"], query=question, story=story)
+            how = (
+                "passages steered by the character index (where the character is introduced "
+                f"and named most{', chapter by chapter' if story else ''}) and the question"
+            )
+        steered = Route(out.tool, dict(out.args), f"{chosen.reason}; {why}: {how}", by=chosen.by)
+        return steered, out
+
+    def _names(self, out: ToolOutput) -> list[str]:
+        keys = ("name",) if out.tool == "character_passages" else ("name_a", "name_b")
+        forms = [f for k in keys for f in self.tools.name_forms(out.args[k])]
+        return list(dict.fromkeys(fold(f) for f in forms))
+
+    def _steered_answer(self, question: str, chosen: Route, out: ToolOutput) -> RESPONSE_TYPE:
+        """The normal answer (the LLM with the plain prompt, or extractive sentences) from the
+        passages the character index steered to, best first."""
+        limit = self.tools.limit()
+        run = AnswerRun(
+            question=question,
+            sources=[],
+            mode="llm",
+            answered_by=self.answered_by,
+            retrieval=f"{out.tool}: passages steered by the character index, then "
+            f"{self.book.retriever.describe()}",
+            book_ids=[self.tools.book_id],
+            upto_chapter=limit,
+            route=chosen.as_dict(),
+        )
+        meta = {RUN_KEY: run}
+        if self.llm is not None:
+            return self.book.llm_answer(question, list(out.ranked), run, meta)
+        names = self._names(out)
+        pattern = "|".join(r"\s+".join(map(re.escape, n.split())) for n in names)
+        named = re.compile(rf"(?<![\w-])(?:{pattern})(?![\w-])") if names else None
+        story = bool(out.args.get("story"))
+        evidence, used = extractive_passages(
+            f"{question} {' '.join(names)}",
+            out.ranked,
+            passages=5 if story else STEERED_PASSAGES,
+            keep=(lambda t: named.search(fold(t)) is not None) if named else None,
+        )
+        if story:  # a story reads in order
+            pairs = sorted(zip(used, evidence, strict=True), key=lambda p: story_key(p[0]))
+            used, evidence = [u for u, _ in pairs], [e for _, e in pairs]
+        if not used:  # no sentence names them: the passages still show
+            used = out.ranked[:1]
+        who = " and ".join(names[:1] if out.tool == "character_passages" else names[:2])
+        label = STEERED_LABEL.format(who=who or "them")
+        run.mode, run.answered_by = "extractive", llm_name(None)
+        run.text = f"{label}: " + " ... ".join(evidence) if evidence else f"{label}: none found."
+        run.evidence = evidence
+        run.sources = [Source.from_node(i, n) for i, n in enumerate(used, start=1)]
+        return self._respond(run, used, meta)
 
     async def _aquery(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
         return self._query(query_bundle)
@@ -265,6 +367,10 @@ class NarrativeQueryEngine(BaseQueryEngine):
             used = out.passages(self.book.retriever.settings.top_k)
             run.mode, run.answered_by = "extractive", "extractive (no LLM)"
             run.text = f"{NOTES_LABEL}: {out.text}"
+            if not out.asset_ids:  # no assets: the notes are only what was found; quote it
+                openings = [_opening(n) for n in used]
+                run.evidence = [o for o in openings if o]
+                run.text = f"{OPENINGS_LABEL}: " + " ... ".join(run.evidence)
             run.sources = [Source.from_node(i, n) for i, n in enumerate(used, start=1)]
             return self._respond(run, used, meta)
         budget = self._budget(question, chosen.tool)

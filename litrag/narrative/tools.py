@@ -12,8 +12,12 @@ index as the reader knows it by then (aliases first used later are not known yet
 the same canonical ids the LLM assets carry (``canon.Canonicalizer``).
 
 Where the book has no LLM assets (``litrag assets`` was not run), each tool falls back to what
-the offline index and the block store hold (the blocks whose ``characters`` payload names the
-character, a chapter's own blocks, mention counts) and says so in ``ToolOutput.note``.
+the offline index and the block store hold, and says so in ``ToolOutput.note``: a character's
+tools give passages steered by the index (``character_passages``: the blocks where the character
+is introduced and those naming it most, best first in ``ToolOutput.ranked``), two characters'
+the blocks naming both (``pair_passages``), a chapter's its own blocks. The text beside them is
+what the index knows (the name, its other forms, the chapter it is first named in), never counts
+standing in for an answer: the answer is read from the passages.
 ``as_tools()`` wraps the six as LlamaIndex ``FunctionTool`` for an agent.
 """
 
@@ -46,6 +50,8 @@ MAX_OUTLINE_LINES = 60  # lines of several chapters' outlines together
 MAX_FALLBACK_SOURCES = 12  # blocks of a chapter range, spread evenly, when there are no assets
 TOOL_PASSAGES = 6  # passages a tool's text for an agent carries (spread evenly)
 NO_ASSETS = "this book has no LLM-built assets (run: litrag assets BOOK)"
+FIRST_MENTIONS = 2  # blocks where a character is introduced, steering a passage answer
+MOST_NAMED = 3  # blocks naming a character most (or, for a story, the most of each chapter)
 
 
 def story_key(nws: NodeWithScore) -> tuple[int, int, int]:
@@ -82,6 +88,9 @@ class ToolOutput:
     upto_chapter: int | None = None  # the limit this call obeyed
     note: str = ""  # how the tool degraded, when it did
     asset_ids: list[str] = field(default_factory=list)  # asset nodes the text came from
+    # passages steered by the character index (no assets): the sources, best first; an answer
+    # is read from these, the text beside them is only what the index knows
+    ranked: list[NodeWithScore] = field(default_factory=list)
 
     def passages(self, n: int = TOOL_PASSAGES) -> list[NodeWithScore]:
         """The sources an agent reads with the text: ``n`` spread over the reading order."""
@@ -173,6 +182,13 @@ class NarrativeTools:
                 return _Who(r.ids, str(node.metadata.get("name") or name), None)
         return None
 
+    def name_forms(self, name: str, upto_chapter: int | None = None) -> list[str]:
+        """The ways the reader has seen a character written by the limit (name, aliases)."""
+        who = self.resolve(name, upto_chapter)
+        if who is None:
+            return []
+        return list(dict.fromkeys([who.name, *(who.character.aliases if who.character else [])]))
+
     def _retriever(self, limit: int | None, ids: Sequence[str] = (), every: bool = False):
         if limit == self.blocks.upto_chapter and not ids:
             return self.blocks
@@ -240,37 +256,72 @@ class NarrativeTools:
     ) -> list[NodeWithScore]:
         return self._retriever(limit, ids, every).retrieve(query)
 
-    def _about(self, who: _Who, limit: int | None) -> list[NodeWithScore]:
-        """Blocks that name the character: its first one and the best for its names."""
-        names = [who.name, *(who.character.aliases if who.character else [])]
-        query = " ".join(dict.fromkeys(names))
-        found = self._search(query, limit, who.ids[:1])
-        first = who.character.first_block if who.character else None
-        extra = self._by_id([first], limit) if first else []
-        seen = {n.node.node_id for n in found}
-        return sorted(found + [n for n in extra if n.node.node_id not in seen], key=story_key)
+    def _naming(
+        self, ids: Sequence[str], limit: int | None, every: bool = False
+    ) -> list[NodeWithScore]:
+        """The blocks whose ``characters`` payload names one of ``ids`` (each, with ``every``),
+        within the limit, in reading order."""
+        flt = book_filters([self.book_id], limit)
+        nodes = self.blocks.vector_store.get_nodes(filters=character_filters(flt, ids, every))
+        kept = (NodeWithScore(node=n, score=None) for n in nodes if within_limit(n, limit))
+        return sorted(kept, key=story_key)
 
-    def _facts_of(self, who: _Who, limit: int | None) -> str:
-        """What the offline index says of a character up to the limit (no LLM involved)."""
+    def _named_in(self, ids: Sequence[str], nws: NodeWithScore) -> int:
+        """How often the index finds one of ``ids`` named in the block's own text."""
+        if self.index is None:
+            return 0
+        node, chars = nws.node, self.index.characters
+        start, end = node.start_char_idx, node.end_char_idx
+        if start is None or end is None:
+            return 0
+        chapter = int(node.metadata.get("chapter_index", 0))
+        wanted = set(ids)
+        return sum(
+            1
+            for s, e, i in self.index.mentions.get(chapter, [])
+            if s >= start and e <= end and chars[i].id in wanted
+        )
+
+    def _steered(
+        self, who: _Who, limit: int | None, query: str | None, story: bool = False
+    ) -> list[NodeWithScore]:
+        """Passages about a character, best first: where it is introduced (its first blocks),
+        where it is named most (each chapter's most, for ``story``), then the hybrid
+        retrieval of ``query`` (of its names, kept to its blocks, without one)."""
+        naming = self._naming(who.ids, limit)
+        count = {n.node.node_id: self._named_in(who.ids, n) for n in naming}
+        firsts = naming[:FIRST_MENTIONS]
+        by_count = sorted(naming, key=lambda n: -count[n.node.node_id])  # stable: reading order
+        if story:
+            best: dict[int, NodeWithScore] = {}
+            for n in by_count:
+                best.setdefault(int(n.node.metadata.get("chapter_index", 0)), n)
+            most = sorted(best.values(), key=story_key)
+        else:
+            most = by_count[:MOST_NAMED]
+        if query:
+            found = self._search(query, limit)
+        else:
+            names = [who.name, *(who.character.aliases if who.character else [])]
+            found = self._search(" ".join(dict.fromkeys(names)), limit, who.ids[:1])
+        ranked: dict[str, NodeWithScore] = {}
+        for n in [*firsts, *most, *found]:
+            ranked.setdefault(n.node.node_id, n)
+        return list(ranked.values())
+
+    def _known(self, who: _Who, limit: int | None) -> str:
+        """What the offline index says of a character up to the limit, beside passages: its
+        name, its other forms, the chapter it is first named in (no counts)."""
         c = who.character
         if c is None or self.index is None:
             return f"{who.name}."
         met = self._met(limit)
         assert met is not None
         cut = met.by_id(c.id) or c
-        per = ", ".join(f"ch. {ch}: {n}" for ch, n in sorted(cut.per_chapter.items()))
         lines = [f"{cut.name}: first named in chapter {cut.first_chapter}."]
         others = [a for a in cut.aliases if a != cut.name]
         if others:
             lines.append("Also named: " + ", ".join(others) + ".")
-        lines.append(f"Mentioned {cut.mentions()} times{self._upto(limit)} ({per}).")
-        with_ = []
-        for oid, k in self.index.companions(c.id, limit)[:5]:
-            other = met.by_id(oid)
-            if other is not None:
-                with_.append(f"{other.name} ({k} passages)")
-        if with_:
-            lines.append("Most often in the same passage as: " + ", ".join(with_) + ".")
         return "\n".join(lines)
 
     @staticmethod
@@ -309,9 +360,17 @@ class NarrativeTools:
         if node is not None:
             return self._from_assets("character_profile", args, node.get_content(), [node], limit)
         note = NO_ASSETS if not self.has_assets else f"no LLM-built profile of {who.name}"
-        text = self._facts_of(who, limit) + "\nThe passages below name " + who.name + "."
-        sources = self._about(who, limit)
-        return ToolOutput("character_profile", args, text, sources, bool(sources), limit, note)
+        out = self.character_passages(who.name, upto_chapter=limit)
+        return ToolOutput(
+            "character_profile",
+            args,
+            out.text,
+            out.sources,
+            out.found,
+            limit,
+            note,
+            ranked=out.ranked,
+        )
 
     def character_timeline(self, name: str, upto_chapter: int | None = None) -> ToolOutput:
         """A character's chapter-stamped facts and events in reading order, up to the limit."""
@@ -353,9 +412,17 @@ class NarrativeTools:
             text = "\n".join([head, *lines])
             return self._from_assets("character_timeline", args, text, ordered, limit, sources)
         note = NO_ASSETS if not self.has_assets else f"no LLM-built facts or events of {who.name}"
-        sources = self._about(who, limit)
-        text = self._facts_of(who, limit) + f"\nThe passages below name {who.name}, in order."
-        return ToolOutput("character_timeline", args, text, sources, bool(sources), limit, note)
+        out = self.character_passages(who.name, upto_chapter=limit, story=True)
+        return ToolOutput(
+            "character_timeline",
+            args,
+            out.text,
+            out.sources,
+            out.found,
+            limit,
+            note,
+            ranked=out.ranked,
+        )
 
     def chapter_outline(self, chapter: int) -> ToolOutput:
         """What happens in one chapter: its LLM-built outline (events in reading order)."""
@@ -489,27 +556,75 @@ class NarrativeTools:
             text = "\n".join(lines)
         if used:
             return self._from_assets("plotline", args, text, used, limit)
-        both = [who_a.ids[0], who_b.ids[0]]
-        query = f"{who_a.name} {who_b.name}"
-        sources = sorted(self._search(query, limit, both, every=True), key=story_key)
         note = NO_ASSETS if not self.has_assets else "no LLM-built plotline of the two"
-        if not sources:
-            text = f"{who_a.name} and {who_b.name} are not named in one passage{self._upto(limit)}."
-            return ToolOutput("plotline", args, text, [], False, limit, note)
-        text = f"{who_a.name} and {who_b.name}: the passages below name both."
-        if self.index is not None:
-            per: dict[int, int] = {}
-            for x, y, ch, k in self.index.cooccurrence:
-                if {x, y} == set(both) and (limit is None or ch <= limit):
-                    per[ch] = per.get(ch, 0) + k
-            if per:
-                counts = ", ".join(f"ch. {c}: {k}" for c, k in sorted(per.items()))
-                text = (
-                    f"{who_a.name} and {who_b.name} are named in the same passage "
-                    f"{sum(per.values())} times{self._upto(limit)} ({counts}).\n"
-                    "The passages below name both."
-                )
-        return ToolOutput("plotline", args, text, sources, True, limit, note)
+        out = self.pair_passages(who_a.name, who_b.name)
+        return ToolOutput(
+            "plotline", args, out.text, out.sources, out.found, limit, note, ranked=out.ranked
+        )
+
+    # -- passages steered by the character index (what a character's tools give without assets)
+    def character_passages(
+        self,
+        name: str,
+        query: str | None = None,
+        upto_chapter: int | None = None,
+        story: bool = False,
+    ) -> ToolOutput:
+        """The book's passages about a character, as of the limit, best first in ``ranked``:
+        where it is introduced, where it is named most (for ``story``: the block naming it
+        most in each chapter, for its arc), then the hybrid retrieval of ``query``."""
+        limit = self.limit(upto_chapter)
+        args = {"name": name, "query": query, "upto_chapter": limit, "story": story}
+        who = self.resolve(name, limit)
+        if who is None:
+            return self._unknown("character_passages", args, name, limit)
+        ranked = self._steered(who, limit, query, story)
+        if not ranked:
+            text = f"No passage names {who.name}{self._upto(limit)}."
+            return ToolOutput("character_passages", args, text, [], False, limit)
+        where = "in order, where" if story else "where"
+        text = (
+            f"{self._known(who, limit)}\nThe passages below are {where} the book introduces "
+            f"{who.name} and names {who.name} most."
+        )
+        sources = sorted(ranked, key=story_key)
+        return ToolOutput("character_passages", args, text, sources, True, limit, ranked=ranked)
+
+    def pair_passages(self, name_a: str, name_b: str, query: str | None = None) -> ToolOutput:
+        """Passages naming both characters, up to the limit, best first in ``ranked``: the
+        first ones, those naming the two most (the fewer of their mentions), then the hybrid
+        retrieval of ``query`` (of both names, kept to blocks naming both, without one)."""
+        limit = self.limit()
+        args = {"name_a": name_a, "name_b": name_b, "query": query}
+        who_a, who_b = self.resolve(name_a, limit), self.resolve(name_b, limit)
+        for who, name in ((who_a, name_a), (who_b, name_b)):
+            if who is None:
+                return self._unknown("pair_passages", args, name, limit)
+        assert who_a is not None and who_b is not None
+        both = [who_a.ids[0], who_b.ids[0]]
+        naming = self._naming(both, limit, every=True)
+        together = f"{who_a.name} and {who_b.name}"
+        if not naming:
+            text = f"{together} are not named in one passage{self._upto(limit)}."
+            return ToolOutput("pair_passages", args, text, [], False, limit)
+
+        def fewer(n: NodeWithScore) -> int:
+            return -min(self._named_in(who_a.ids, n), self._named_in(who_b.ids, n))
+
+        if query:
+            found = self._search(query, limit)
+        else:
+            found = self._search(f"{who_a.name} {who_b.name}", limit, both, every=True)
+        ranked: dict[str, NodeWithScore] = {}
+        for n in [*naming[:FIRST_MENTIONS], *sorted(naming, key=fewer)[:MOST_NAMED], *found]:
+            ranked.setdefault(n.node.node_id, n)
+        text = (
+            f"{self._known(who_a, limit)}\n{self._known(who_b, limit)}\nThe passages below "
+            f"are where the book first names {together} together, and names the two most."
+        )
+        best = list(ranked.values())
+        sources = sorted(best, key=story_key)
+        return ToolOutput("pair_passages", args, text, sources, True, limit, ranked=best)
 
     # -- for an agent -----------------------------------------------------------------------
     def run(self, tool: str, kwargs: dict[str, Any]) -> ToolOutput:

@@ -70,6 +70,7 @@ __all__ = [
     "describe_llm_error",
     "estimate_tokens",
     "extractive_answer",
+    "extractive_passages",
     "fit_to_context",
     "format_chunk",
     "in_story_order",
@@ -201,6 +202,38 @@ def extractive_answer(
         )
     evidence = [sentences[i].flat for i in sorted(best)]
     return f"{EXTRACTIVE_LABEL}: " + " ... ".join(evidence), evidence
+
+
+def extractive_passages(
+    question: str,
+    nodes: Sequence[NodeWithScore],
+    *,
+    passages: int = 3,
+    keep: Callable[[str], bool] | None = None,
+) -> tuple[list[str], list[NodeWithScore]]:
+    """One sentence from each of the first ``passages`` of ``nodes`` (best first) that has one
+    shares BM25 weight with the question (and passes ``keep``, when given): the sentences and
+    their passages, in the order of ``nodes``.
+
+    Why: a question about someone ("Who is Spitz?") is answered by where the book introduces
+    and most shows them, a few passages apart; one passage's sentences say too little.
+    """
+    evidence: list[str] = []
+    used: list[NodeWithScore] = []
+    for nws in nodes:
+        if len(used) >= passages:
+            break
+        sentences = split_sentences(nws.node.get_content())
+        if keep is not None:
+            sentences = [s for s in sentences if keep(s.text)]
+        if not sentences:
+            continue
+        index = BM25Index([s.text for s in sentences])
+        best = [i for i, score in index.search(question, top_k=1) if score > 0]
+        if best:
+            evidence.append(sentences[best[0]].flat)
+            used.append(nws)
+    return evidence, used
 
 
 def describe_llm_error(exc: BaseException, *, midstream: bool, api_base: str = "") -> str:
@@ -347,13 +380,24 @@ class BookQueryEngine(BaseQueryEngine):
             run.mode, run.answered_by = "none", "nothing retrieved"
             run.text = f"Nothing in {self.title}{upto} matches the question."
             return self.respond(run, [], meta)
-        llm = self.llm
-        if llm is None:
+        if self.llm is None:
             top = nodes[0]
             run.mode, run.answered_by = "extractive", llm_name(None)
             run.sources = [Source.from_node(1, top)]
             run.text, run.evidence = extractive_answer(question, top)
             return self.respond(run, [top], meta)
+        return self.llm_answer(question, nodes, run, meta)
+
+    def llm_answer(
+        self,
+        question: str,
+        nodes: list[NodeWithScore],
+        run: AnswerRun,
+        meta: dict[str, Any],
+    ) -> RESPONSE_TYPE:
+        """The LLM's answer from ``nodes`` (best first) with this engine's prompt, focus,
+        context fit and passage order; also the routed engine's, for passages it found itself
+        (steered by the character index)."""
         texts: list[str] | None = None
         excerpts: dict[str, str] = {}  # node id -> excerpt, for the blocks that were cut
         if self.focus is not None:
