@@ -24,7 +24,7 @@ from litrag.builders import build_query_engine, build_routed_engine
 from litrag.narrative.asset_store import AssetStore
 from litrag.narrative.assets import AssetExtractor
 from litrag.narrative.build import build_assets
-from litrag.narrative.engine import NOTES_LABEL, NarrativeQueryEngine
+from litrag.narrative.engine import NOTES_LABEL, OPENINGS_LABEL, NarrativeQueryEngine
 from litrag.narrative.index import CHARACTERS_KEY, load_index
 from litrag.narrative.tools import NO_ASSETS, TOOL_NAMES, NarrativeTools, ToolOutput
 from litrag.query.answer import AnswerStream, BookQueryEngine
@@ -33,6 +33,9 @@ from litrag.settings import Settings
 
 BOOK = "pg215"
 MARK = re.compile(r"MARK-c(\d+)-")
+COUNTS = re.compile(
+    r"\b(?:mentioned|named|passages?)\b[^.\n]{0,40}\b\d+ times\b|\bmentioned\b", re.I
+)
 
 
 def scripted_extraction(messages) -> str:
@@ -175,8 +178,10 @@ def test_without_assets_each_tool_degrades_and_says_so(wild):
     t = tools_at(wild, 2, with_assets=False)
     profile = t.character_profile("Perrault")
     assert profile.found and profile.note == NO_ASSETS and profile.asset_ids == []
-    assert "first named in chapter" in profile.text and "Mentioned" in profile.text
+    assert "first named in chapter" in profile.text and not COUNTS.search(profile.text)
     assert all("perrault" in s.node.metadata[CHARACTERS_KEY] for s in profile.sources)
+    # best first: where Perrault is introduced (his first block), then where he is named most
+    assert profile.ranked[0].node.node_id == load_index(wild[1], BOOK).by_id("perrault").first_block
     outline = t.chapter_outline(2)
     assert outline.found and outline.note == NO_ASSETS
     assert {s.node.metadata["chapter_index"] for s in outline.sources} == {2}
@@ -184,8 +189,11 @@ def test_without_assets_each_tool_degrades_and_says_so(wild):
     assert span.args["chapter_to"] == 2 and span.note == NO_ASSETS
     assert {s.node.metadata["chapter_index"] for s in span.sources} == {1, 2}  # spread
     pair = t.plotline("Buck", "Spitz")
-    assert pair.found and "named in the same passage" in pair.text
+    assert pair.found and pair.note == NO_ASSETS and not COUNTS.search(pair.text)
     assert all({"buck", "spitz"} <= set(s.node.metadata[CHARACTERS_KEY]) for s in pair.sources)
+    timeline = t.character_timeline("Spitz")
+    assert timeline.found and timeline.note == NO_ASSETS and not COUNTS.search(timeline.text)
+    assert {s.node.metadata["chapter_index"] for s in timeline.sources} == {2}
 
 
 def test_as_tools_are_function_tools_that_keep_the_limit(wild):
@@ -271,6 +279,80 @@ def test_a_tool_that_finds_nothing_falls_back_to_passages(wild):
     assert answer.route["by"] == "fallback" and answer.route["tool"] == "search_passages"
     assert "chapter_outline(chapter=3)" in answer.route["reason"]
     assert answer.sources and all(s.chapter_index <= 1 for s in answer.sources)
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_without_assets_who_is_spitz_is_read_from_the_passages_about_him(wild, books_dir):
+    """No assets, no LLM: the passages where Spitz is introduced and named most, steered by the
+    character index, answer; the text is sentences of them naming Spitz, never the index's
+    counts."""
+    raw = (books_dir / "pg215_call_of_the_wild.txt").read_bytes().decode("utf-8-sig")
+    book = flat(raw)
+    answer = engine_at(wild, None, with_assets=False).ask("Who is Spitz?").answer()
+    assert answer.route["tool"] == "character_passages" and answer.route["by"] == "rules"
+    assert "passages steered by the character index" in answer.route["reason"]
+    assert answer.route["kwargs"]["name"] == "Spitz"
+    assert "steered by the character index" in answer.retrieval
+    assert answer.mode == "extractive" and not COUNTS.search(answer.text)
+    assert answer.evidence and answer.text.endswith(" ... ".join(answer.evidence))
+    cited = [flat(s.text) for s in answer.sources]
+    for sentence in answer.evidence:
+        assert re.search(r"\bSpitz\b", sentence) and flat(sentence) in book
+        assert any(flat(sentence) in c for c in cited)  # a sentence of a cited passage
+    assert answer.sources and all(s.chapter_index >= 2 for s in answer.sources)
+    stored = {
+        n.node_id: n for n in wild[0].store.get_nodes(node_ids=[s.node_id for s in answer.sources])
+    }
+    assert all("spitz" in stored[s.node_id].metadata[CHARACTERS_KEY] for s in answer.sources)
+    first = load_index(wild[1], BOOK).by_id("spitz").first_block
+    assert answer.sources[0].node_id == first  # where the book introduces him
+    print("no assets, no LLM:", answer.text, [s.citation() for s in answer.sources])
+
+
+def test_without_assets_a_reader_of_chapter_1_is_not_told_of_spitz(wild):
+    answer = engine_at(wild, 1, with_assets=False).ask("Who is Spitz?").answer()
+    assert answer.route["tool"] == "search_passages"  # nobody named Spitz is met yet
+    assert answer.sources and all(s.chapter_index <= 1 for s in answer.sources)
+    assert not re.search(r"\bSpitz\b", answer.text) and not COUNTS.search(answer.text)
+    for s in answer.sources:
+        assert not re.search(r"\bSpitz\b", s.text)
+    print("no assets, up to chapter 1:", answer.text, [s.citation() for s in answer.sources])
+
+
+def test_without_assets_an_llm_reads_the_steered_passages_with_the_plain_prompt(wild):
+    llm = ScriptedLLM(["Spitz is the lead dog."])
+    engine = engine_at(wild, 2, llm, with_assets=False)
+    engine.streaming = False
+    answer = engine.ask("Who is Spitz?").answer()
+    assert answer.route["tool"] == "character_passages" and answer.mode == "llm"
+    assert answer.text == "Spitz is the lead dog."
+    _system, user = llm.requests[0]
+    assert "Notes (" not in user.content and "times" not in user.content.split("References:")[0]
+    steered = tools_at(wild, 2, with_assets=False).character_passages("Spitz", "Who is Spitz?")
+    assert {s.node_id for s in answer.sources} <= {n.node.node_id for n in steered.ranked}
+    assert answer.sources and all(s.chapter_index <= 2 for s in answer.sources)
+    assert 2 in {s.chapter_index for s in answer.sources}
+    assert user.content.count("\nChunk: ") + user.content.startswith("Chunk: ") >= 1
+    assert any("Spitz" in s.text for s in answer.sources)
+
+
+def test_without_assets_a_story_or_a_pair_is_book_text_too(wild):
+    engine = engine_at(wild, 3, with_assets=False)
+    story = engine.ask("When does Spitz first appear?").answer()
+    assert story.route["tool"] == "character_passages" and story.route["kwargs"]["story"]
+    chapters = [s.chapter_index for s in story.sources]
+    assert chapters == sorted(chapters) and chapters[0] == 2 and 3 in chapters
+    assert story.evidence and all(re.search(r"\bSpitz\b", e) for e in story.evidence)
+    pair = engine.ask("What is the relationship between Buck and Spitz?").answer()
+    assert pair.route["tool"] == "pair_passages" and not COUNTS.search(pair.text)
+    assert pair.evidence and all(re.search(r"\b(?:Buck|Spitz)\b", e) for e in pair.evidence)
+    outline = engine.ask("What happens in chapter 2?").answer()
+    assert outline.route["tool"] == "chapter_outline" and outline.text.startswith(OPENINGS_LABEL)
+    assert outline.evidence and not COUNTS.search(outline.text)
+    assert all(s.chapter_index == 2 for s in outline.sources)
 
 
 def test_without_an_llm_the_notes_are_the_answer(wild):
