@@ -10,8 +10,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -304,6 +307,42 @@ def test_the_chat_routes_to_the_assets_and_a_replaced_book_loses_them(
         assert assets.count(WILD) == 0 and load_extractions(home, WILD) is None
     finally:
         service.close()
+
+
+def test_litrag_ask_without_assets_answers_who_is_spitz_from_the_book(shelf, tmp_path):
+    """`litrag ask` as a user runs it (a subprocess), on a library ingested without assets: the
+    printed answer is sentences of the book naming Spitz, not the index's counts; a reader of
+    chapter 1 is told nothing of him."""
+    home = tmp_path / "home"
+    code, _out, err = cli(home, "ingest", str(shelf.wild), "-q")
+    assert code == 0, err
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LITRAG_LLM")}
+    env["LITRAG_HOME"] = str(home)
+
+    def ask(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "litrag.cli", "ask", "Who is Spitz?", "--no-llm", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    r = ask()
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.split("\nSources (")[0]
+    print(r.stdout, r.stderr)
+    assert "sentences naming Spitz" in text and re.search(r"\bSpitz\b.*\.", text)
+    assert not re.search(r"\bmentioned\b|\d+ times", text, re.I)
+    assert "route: character_passages(name='Spitz'" in r.stderr
+    assert "passages steered by the character index" in r.stderr
+    cited = re.findall(r"^\[\d+\] .*\(ch\. (\d+)\)", r.stdout, re.M)
+    assert cited and all(int(c) >= 2 for c in cited)
+    r = ask("--upto-chapter", "1")
+    assert r.returncode == 0, r.stderr
+    cited = re.findall(r"^\[\d+\] .*\(ch\. (\d+)\)", r.stdout, re.M)
+    assert cited and all(int(c) <= 1 for c in cited)
+    assert not re.search(r"\bSpitz\b", r.stdout)
 
 
 @pytest.mark.llm
