@@ -132,6 +132,15 @@ class CharacterIndex(BaseModel):
                 seen[self.characters[i].id] = None
         return list(seen)
 
+    def named_in(self, ids: Sequence[str], chapter: int, start: int, end: int) -> int:
+        """How often one of ``ids`` is named in ``[start, end)`` of a chapter."""
+        wanted = set(ids)
+        return sum(
+            1
+            for s, e, i in self.mentions.get(chapter, [])
+            if s >= start and e <= end and self.characters[i].id in wanted
+        )
+
     def upto(self, upto_chapter: int | None = None) -> list[Character]:
         """The characters a reader at ``upto_chapter`` has met, with counts and aliases cut to
         that chapter, most-mentioned first: nothing of a later chapter shows."""

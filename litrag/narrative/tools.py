@@ -24,7 +24,7 @@ standing in for an answer: the answer is read from the passages.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llama_index.core.schema import BaseNode, NodeWithScore
@@ -268,19 +268,10 @@ class NarrativeTools:
 
     def _named_in(self, ids: Sequence[str], nws: NodeWithScore) -> int:
         """How often the index finds one of ``ids`` named in the block's own text."""
-        if self.index is None:
+        start, end, ch = nws.node.start_char_idx, nws.node.end_char_idx, nws.node.metadata
+        if self.index is None or start is None or end is None:
             return 0
-        node, chars = nws.node, self.index.characters
-        start, end = node.start_char_idx, node.end_char_idx
-        if start is None or end is None:
-            return 0
-        chapter = int(node.metadata.get("chapter_index", 0))
-        wanted = set(ids)
-        return sum(
-            1
-            for s, e, i in self.index.mentions.get(chapter, [])
-            if s >= start and e <= end and chars[i].id in wanted
-        )
+        return self.index.named_in(ids, int(ch.get("chapter_index", 0)), start, end)
 
     def _steered(
         self, who: _Who, limit: int | None, query: str | None, story: bool = False
@@ -361,16 +352,7 @@ class NarrativeTools:
             return self._from_assets("character_profile", args, node.get_content(), [node], limit)
         note = NO_ASSETS if not self.has_assets else f"no LLM-built profile of {who.name}"
         out = self.character_passages(who.name, upto_chapter=limit)
-        return ToolOutput(
-            "character_profile",
-            args,
-            out.text,
-            out.sources,
-            out.found,
-            limit,
-            note,
-            ranked=out.ranked,
-        )
+        return replace(out, tool="character_profile", args=args, note=note)
 
     def character_timeline(self, name: str, upto_chapter: int | None = None) -> ToolOutput:
         """A character's chapter-stamped facts and events in reading order, up to the limit."""
@@ -413,16 +395,7 @@ class NarrativeTools:
             return self._from_assets("character_timeline", args, text, ordered, limit, sources)
         note = NO_ASSETS if not self.has_assets else f"no LLM-built facts or events of {who.name}"
         out = self.character_passages(who.name, upto_chapter=limit, story=True)
-        return ToolOutput(
-            "character_timeline",
-            args,
-            out.text,
-            out.sources,
-            out.found,
-            limit,
-            note,
-            ranked=out.ranked,
-        )
+        return replace(out, tool="character_timeline", args=args, note=note)
 
     def chapter_outline(self, chapter: int) -> ToolOutput:
         """What happens in one chapter: its LLM-built outline (events in reading order)."""
@@ -558,9 +531,7 @@ class NarrativeTools:
             return self._from_assets("plotline", args, text, used, limit)
         note = NO_ASSETS if not self.has_assets else "no LLM-built plotline of the two"
         out = self.pair_passages(who_a.name, who_b.name)
-        return ToolOutput(
-            "plotline", args, out.text, out.sources, out.found, limit, note, ranked=out.ranked
-        )
+        return replace(out, tool="plotline", args=args, note=note)
 
     # -- passages steered by the character index (what a character's tools give without assets)
     def character_passages(
