@@ -103,8 +103,9 @@ def ground_extraction(extraction: BlockExtraction, text: str) -> tuple[BlockExtr
     for r in extraction.relations:
         missing = block.names("", [r.source, r.target])
         if missing:
+            said = f"{r.source} {r.relation} {r.target}"
             g.dropped.append(
-                f"relation {r.source} {r.relation} {r.target}: names {', '.join(missing)}, absent from its block"
+                f"relation {said!r}: names {', '.join(missing)}, absent from its block"
             )
         else:
             g.kept += 1
