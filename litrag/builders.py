@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from litrag.settings import Settings, focus_words, llm_backend
+from litrag.settings import Settings, answer_style, focus_words, llm_backend
 
 if TYPE_CHECKING:
     from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -372,6 +372,7 @@ def build_query_engine(
         passage_order=s.passage_order,  # type: ignore[arg-type]
         focus=PassageFocus(embed_model, max_words=words) if words else None,
         llm_health=llm_health,
+        answer_style=answer_style(s),  # type: ignore[arg-type]
     )
 
 

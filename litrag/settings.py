@@ -71,6 +71,7 @@ ENV_VARS = {
     "models_dir": "LITRAG_MODELS",
     "characters": "LITRAG_CHARACTERS",
     "llm_tools": "LITRAG_LLM_TOOLS",
+    "answer_style": "LITRAG_ANSWER_STYLE",
 }
 
 
@@ -237,6 +238,11 @@ class Settings(BaseModel):
         description="Build the character index at ingest where litrag[narrative] is installed "
         "(LITRAG_CHARACTERS).",
     )
+    answer_style: Literal["single", "quote"] | None = Field(
+        default=None,
+        description="How the LLM answers (LITRAG_ANSWER_STYLE): 'quote' names the sentences "
+        "that answer, then answers from them; 'single' is one call; None: see answer_style().",
+    )
     llm_tools: bool = Field(
         default=False,
         description="The server's model calls functions (e.g. `vllm serve --enable-auto-tool-"
@@ -402,6 +408,14 @@ def focus_words(s: Settings) -> int:
     if s.focus_words is not None:
         return s.focus_words
     return DEFAULT_FOCUS_WORDS if llm_backend(s) == "local" else 0
+
+
+def answer_style(s: Settings) -> str:
+    """How the answering LLM answers. Default: quote-then-answer for the packaged local model
+    (measured: docs/results.md, section answers-quote), one call for a configured server."""
+    if s.answer_style is not None:
+        return s.answer_style
+    return "quote" if llm_backend(s) == "local" else "single"
 
 
 class ServerUnreachableError(SettingsError):

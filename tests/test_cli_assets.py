@@ -44,10 +44,11 @@ def guide(messages: list[dict]) -> str:
     known = re.search(r"^Known characters named here: (.*)$", head, re.M).group(1)
     names = [n.strip() for n in known.split(",") if n.strip() and n.strip() != "none"][:4]
     words = " ".join(passage.split()[:6])[:80]
+    more = " ".join(passage.split()[:40])[:140]  # grounded, as a faithful reader's items are
     return json.dumps(
         {
             "entities": [
-                {"name": n, "type": "person", "description": f"Named in chapter {chapter}."}
+                {"name": n, "type": "person", "description": f"{n} (chapter {chapter}): {more}"}
                 for n in names
             ],
             "relations": (
@@ -56,12 +57,17 @@ def guide(messages: list[dict]) -> str:
                 else []
             ),
             "events": (
-                [{"summary": f"In chapter {chapter}: {words}", "participants": names[:2]}]
+                [
+                    {
+                        "summary": f"In chapter {chapter}: {words} {more}"[:200],
+                        "participants": names[:2],
+                    }
+                ]
                 if names
                 else []
             ),
             "facts": [
-                {"entity": n, "fact": f"{n} is read in chapter {chapter}, at: {words}"}
+                {"entity": n, "fact": f"{n} is read in chapter {chapter}, at: {words} {more}"[:200]}
                 for n in names
             ],
         }

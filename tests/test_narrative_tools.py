@@ -47,17 +47,22 @@ def scripted_extraction(messages) -> str:
     people = [] if names == "none" else [n.strip() for n in names.split(",")][:6]
     k = next(_blocks)
     mark = f"MARK-c{chapter}-b{k}"
+    # grounded in the passage, as a faithful reader's items are (litrag.narrative.grounding)
+    words = " ".join(user.partition("\nPassage:\n")[2].split()[:40])[:150]
     out = {
         "entities": [
-            {"name": p, "type": "animal", "description": f"{p}, as read in {mark}."} for p in people
+            {"name": p, "type": "animal", "description": f"{p} ({mark}): {words}"} for p in people
         ],
-        "facts": [{"entity": p, "fact": f"{p} is in this passage ({mark})."} for p in people],
+        "facts": [{"entity": p, "fact": f"{p} ({mark}): {words}"} for p in people],
         "events": [],
         "relations": [],
     }
     if len(people) >= 2:
         out["events"] = [
-            {"summary": f"{people[0]} meets {people[1]} ({mark}).", "participants": people[:2]}
+            {
+                "summary": f"{people[0]} meets {people[1]} ({mark}): {words}",
+                "participants": people[:2],
+            }
         ]
         out["relations"] = [
             {"source": people[0], "relation": f"is with ({mark})", "target": people[1]}

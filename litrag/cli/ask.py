@@ -117,6 +117,11 @@ def _print_answer(args: argparse.Namespace, answer: Any) -> int:
             print(f"error: {answer.error}", file=sys.stderr)
         if answer.route:
             print(f"route: {_route_line(answer.route)}", file=sys.stderr)
+        if answer.quotes:
+            print("\nEvidence (the sentences the answer was written from):")
+            for q in answer.quotes:
+                src = answer.sources[q.source - 1]
+                print(f"  [{q.source}] ch. {src.chapter_index}: \u201c{q.text}\u201d")
         limit = f", up to chapter {args.upto_chapter}" if args.upto_chapter is not None else ""
         print(f"\nSources ({answer.retrieval}{limit}; answered by {answer.answered_by}):")
         for src in answer.sources:

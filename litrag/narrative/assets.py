@@ -22,6 +22,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.llms import LLM
 
+from litrag.narrative.grounding import ground_extraction
 from litrag.narrative.jsonfile import read_model, write_model
 from litrag.narrative.schema import (
     MAX_ENTITIES,
@@ -94,6 +95,11 @@ class BlockRecord(BaseModel):
     attempts: int = 0
     problems: list[str] = Field(default_factory=list, description="Of the last failed attempt.")
     extraction: BlockExtraction = Field(default_factory=BlockExtraction)
+    dropped: list[str] = Field(
+        default_factory=list,
+        description="Items the block's own text does not support (litrag.narrative.grounding), "
+        "with the reason: left out of the extraction.",
+    )
 
 
 class BookExtractions(BaseModel):
@@ -130,6 +136,8 @@ class AssetSummary:
     relations: int = 0
     events: int = 0
     facts: int = 0
+    grounded: int = 0  # items (and descriptions) their block supports
+    unsupported: int = 0  # items dropped because their block does not support them
     seconds: float = 0.0
     call_seconds: float = 0.0  # summed over calls not answered from the cache
 
@@ -258,7 +266,8 @@ class AssetExtractor:
             except OutputParseError as exc:
                 checked = CheckedExtraction(problems=[f"invalid JSON: {exc}"])
             if checked.valid:
-                rec.outcome, rec.problems, rec.extraction = VALID, [], checked.extraction
+                rec.outcome, rec.problems = VALID, []
+                self._ground(rec, checked.extraction, block)
                 return rec
             rec.problems = checked.problems
             parsed = not checked.problems[0].startswith("invalid JSON")
@@ -273,8 +282,15 @@ class AssetExtractor:
                 ),
             ]
         if best is not None:
-            rec.outcome, rec.extraction = REPAIRED, best.extraction
+            rec.outcome = REPAIRED
+            self._ground(rec, best.extraction, block)
         return rec
+
+    @staticmethod
+    def _ground(rec: BlockRecord, extraction: BlockExtraction, block: AssetBlock) -> None:
+        """Keep of ``extraction`` what ``block``'s text supports; the rest is listed, not kept."""
+        rec.extraction, g = ground_extraction(extraction, block.text)
+        rec.dropped = g.dropped
 
     async def aextract(
         self,
@@ -322,3 +338,6 @@ class AssetExtractor:
         s.relations += len(x.relations)
         s.events += len(x.events)
         s.facts += len(x.facts)
+        s.unsupported += len(rec.dropped)
+        s.grounded += len(x.facts) + len(x.events) + len(x.relations)
+        s.grounded += sum(1 for e in x.entities if e.description)

@@ -38,12 +38,14 @@ from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from litrag.query import quote
 from litrag.query.answer_types import (  # re-exported: what an answer is
     RUN_KEY,
     Answer,
     AnswerMode,
     AnswerRun,
     AnswerStream,
+    Quote,
     Source,
     passage,
 )
@@ -65,7 +67,9 @@ __all__ = [
     "AnswerMode",
     "AnswerRun",
     "AnswerStream",
+    "AnswerStyle",
     "BookQueryEngine",
+    "Quote",
     "Source",
     "describe_llm_error",
     "estimate_tokens",
@@ -160,6 +164,14 @@ def fit_to_context(
 
 
 PassageOrder = Literal["score", "story"]
+AnswerStyle = Literal["single", "quote"]
+
+
+def quote_kwargs(llm: LLM) -> dict[str, Any]:
+    """JSON output, short and deterministic, for the quote step (OpenAI-compatible clients)."""
+    if not (hasattr(llm, "_get_model_kwargs") or getattr(llm, "accepts_openai_kwargs", False)):
+        return {}
+    return {"response_format": {"type": "json_object"}, "max_tokens": 48, "temperature": 0.0}
 
 
 def in_story_order(fitted: list[tuple[NodeWithScore, str]]) -> list[tuple[NodeWithScore, str]]:
@@ -307,12 +319,18 @@ class BookQueryEngine(BaseQueryEngine):
         focus: PassageFocus | None = None,
         llm_health: Callable[[], str | None] | None = None,
         callback_manager: CallbackManager | None = None,
+        answer_style: AnswerStyle = "single",
     ) -> None:
         """``llm_health`` explains a failed LLM call in the user's terms when it can (the local
-        llama.cpp server crashed, and why); its line replaces the HTTP client's."""
+        llama.cpp server crashed, and why); its line replaces the HTTP client's.
+        ``answer_style``: ``single`` (one call, the paper's prompt) or ``quote`` (the model names
+        the sentences that answer, then answers from them: ``litrag.query.quote``)."""
         super().__init__(callback_manager=callback_manager)
         if passage_order not in get_args(PassageOrder):
             raise ValueError(f"passage_order is 'score' or 'story', not {passage_order!r}")
+        if answer_style not in get_args(AnswerStyle):
+            raise ValueError(f"answer_style is 'single' or 'quote', not {answer_style!r}")
+        self.answer_style = answer_style
         self.retriever = retriever
         self.llm = llm
         self.qa_prompt = qa_prompt or QA_PROMPT
@@ -413,7 +431,59 @@ class BookQueryEngine(BaseQueryEngine):
             Source.from_node(i, n, excerpts.get(n.node.node_id))
             for i, n in enumerate(used, start=1)
         ]
+        if self.answer_style == "quote":
+            read = [texts[nodes.index(n)] if texts is not None else passage(n) for n in used]
+            return self._quote_then_answer(question, fitted, read, run, used, meta)
         messages = self.messages(question, [c for _, c in fitted])
+        return self.call_llm(messages, run, used, meta)
+
+    def _quote_then_answer(
+        self,
+        question: str,
+        fitted: list[tuple[NodeWithScore, str]],
+        read: list[str],
+        run: AnswerRun,
+        used: list[NodeWithScore],
+        meta: dict[str, Any],
+    ) -> RESPONSE_TYPE:
+        """Name the answering sentences (checked), then answer from them; none: say so."""
+        llm = self.llm
+        assert llm is not None
+        numbered = quote.number_passages(read)
+        headings = [
+            chunk.split("\n", 1)[0].removeprefix("Chunk: ").strip("[]") for _, chunk in fitted
+        ]
+        prompt = quote.quote_messages(
+            self.title, question, quote.format_numbered(headings, numbered)
+        )
+        quotes: list[quote.Numbered] = []
+        for attempt in range(2):  # one retry when the reply is not the JSON asked for
+            try:
+                reply = llm.chat(prompt, **quote_kwargs(llm))
+                quotes = quote.parse_quotes(reply.message.content or "", numbered)
+                break
+            except quote.OutputParseError as exc:
+                logger.info("quote step, attempt %d: %s", attempt + 1, exc)
+            except Exception as exc:  # the LLM is down: said like any failed answer
+                crash = self.llm_health() if self.llm_health is not None else None
+                run.error = crash or describe_llm_error(
+                    exc, midstream=False, api_base=str(getattr(llm, "api_base", ""))
+                )
+                return self.respond(run, used, meta)
+        run.quotes = [
+            Quote(
+                source=q.passage,
+                sentence=q.index,
+                text=q.text,
+                node_id=used[q.passage - 1].node.node_id,
+            )
+            for q in quotes
+        ]
+        run.evidence = [q.text for q in quotes]
+        if not quotes:
+            run.text = quote.no_answer_text(self.title, self.retriever.upto_chapter)
+            return self.respond(run, used, meta)
+        messages = quote.answer_messages(self.title, question, quote.with_context(quotes, numbered))
         return self.call_llm(messages, run, used, meta)
 
     def call_llm(

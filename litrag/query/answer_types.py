@@ -78,6 +78,16 @@ class Source(BaseModel):
 AnswerMode = Literal["llm", "extractive", "none"]
 
 
+class Quote(BaseModel):
+    """A sentence the answer was written from (the quote step named it; the product checked it
+    is a sentence of a source in the prompt)."""
+
+    source: int = Field(description="The source's rank (1-based), as cited.")
+    sentence: int = Field(description="The sentence's number within what the model read of it.")
+    text: str = Field(description="The sentence, exactly as in the passage.")
+    node_id: str = Field(description="The source block's node id.")
+
+
 class Answer(BaseModel):
     """A finished answer: text, the blocks it used, and what produced it."""
 
@@ -97,7 +107,13 @@ class Answer(BaseModel):
         default=None, description="The spoiler limit the retrieval obeyed."
     )
     evidence: list[str] = Field(
-        default_factory=list, description="Extractive mode: the sentences the answer quotes."
+        default_factory=list,
+        description="The sentences the answer rests on: the quote step's, or an extractive "
+        "answer's.",
+    )
+    quotes: list[Quote] = Field(
+        default_factory=list,
+        description="Quote-then-answer: the sentences named as evidence, with their source.",
     )
     error: str | None = Field(default=None, description="One line, when the LLM failed.")
     route: dict[str, Any] | None = Field(
@@ -121,6 +137,7 @@ class AnswerRun:
     upto_chapter: Any
     text: str = ""
     evidence: list[str] = field(default_factory=list)
+    quotes: list[Quote] = field(default_factory=list)
     error: str | None = None
     standalone_question: str | None = None
     deltas: int = 0
@@ -138,6 +155,7 @@ class AnswerRun:
             book_ids=self.book_ids,
             upto_chapter=self.upto_chapter,
             evidence=self.evidence,
+            quotes=self.quotes,
             error=self.error,
             route=self.route,
         )

@@ -47,6 +47,11 @@ def _nlp() -> tuple[frozenset[str], object]:
     return frozenset(stopwords.words("english")), SnowballStemmer("english")
 
 
+def stop_words() -> frozenset[str]:
+    """NLTK's English stop-words, as BM25 leaves them out."""
+    return _nlp()[0]
+
+
 @lru_cache(maxsize=262_144)
 def _stem(word: str) -> str:
     return _nlp()[1].stem(word)  # type: ignore[attr-defined]
