@@ -1,0 +1,130 @@
+"""Small-to-big: rank a book's blocks through their paragraph children.
+
+The blocks (LitSeg's narrative units, or any chunker's) stay what is returned and cited; what
+is scored are the *children*: exactly the paragraph chunker's pieces of each chapter
+(``litrag.chunkers.baselines.paragraph_chunker``, blank-line paragraphs merged up to 200 words),
+the same texts and the same index statistics a paragraph index has. Each child is mapped to the
+block(s) its character span overlaps in the chapter, and a ranked child list collapses to
+blocks in the order of each block's best child (``collapse``).
+
+Why: a block then ranks at most where its best paragraph ranks among paragraphs, less the
+paragraphs that share a block with a better one, so retrieval through children cannot fall
+below the paragraph chunker's on a question whose answer lies inside one block. The exception
+is a child that straddles two blocks: it ranks both, so a block it precedes can move one place
+down (``rank_bound`` counts it); and an answer split across two blocks is in no block whole.
+
+Store-independent: children are plain ``TextNode``s and the map a dict, so any store (or the
+in-memory ``BM25Index``) can score them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal
+
+from llama_index.core.schema import BaseNode, TextNode
+
+from litrag.chunkers.baselines import MERGE_WORDS, paragraph_chunker
+
+_CHILD_NAMESPACE = uuid.UUID("6d1f5c1e-8b0a-4d55-9f0e-2a7c3b9e4d10")
+ParentsOf = Mapping[str, Sequence[str]]
+Straddle = Literal["both", "major"]
+STRADDLE_POLICIES: tuple[Straddle, ...] = ("both", "major")
+
+
+def _span(node: BaseNode) -> tuple[int, int]:
+    start = getattr(node, "start_char_idx", None)
+    end = getattr(node, "end_char_idx", None)
+    if start is None or end is None:
+        raise ValueError(f"block {node.node_id} has no character offsets (start/end_char_idx)")
+    return int(start), int(end)
+
+
+def child_id(chapter_id: str, start: int, end: int) -> str:
+    """A stable id for the child ``[start, end)`` of a chapter: reruns upsert the same points."""
+    return str(uuid.uuid5(_CHILD_NAMESPACE, f"{chapter_id}:{start}:{end}"))
+
+
+def chapter_children(
+    blocks: Sequence[BaseNode],
+    chapter: BaseNode,
+    *,
+    max_words: int = MERGE_WORDS,
+    straddle: Straddle = "both",
+) -> tuple[list[TextNode], dict[str, list[str]]]:
+    """The paragraph children of one chapter and each child's parent blocks.
+
+    ``blocks`` are the chapter's blocks, exact slices of ``chapter``'s text with
+    ``start_char_idx``/``end_char_idx`` set. The children are ``paragraph_chunker(max_words)``'s
+    nodes of the chapter (the same text, offsets and metadata as a paragraph index holds), with
+    ids from ``child_id``. A child's parents are the blocks its span overlaps, in story order;
+    a child overlapping no block (text the blocks left out) has none and is dropped. With
+    ``straddle="major"`` a child over two blocks has one parent, the block holding most of its
+    characters (the first on a tie).
+    """
+    if straddle not in STRADDLE_POLICIES:
+        raise ValueError(f"unknown straddle policy {straddle!r}: use both or major")
+    spans = sorted(((*_span(b), b.node_id) for b in blocks), key=lambda s: (s[0], s[1]))
+    nodes = paragraph_chunker(max_words).get_nodes_from_documents([chapter])
+    children: list[TextNode] = []
+    parents: dict[str, list[str]] = {}
+    for node in nodes:
+        if not isinstance(node, TextNode) or node.start_char_idx is None:
+            raise ValueError("the paragraph chunker gave a child without offsets")
+        a, b = node.start_char_idx, node.end_char_idx or node.start_char_idx
+        over = [(min(e, b) - max(s, a), bid) for s, e, bid in spans if s < b and a < e]
+        if not over:
+            continue
+        if straddle == "major":
+            over = [max(over, key=lambda o: o[0])]  # max keeps the first of equal overlaps
+        node.id_ = child_id(chapter.node_id, a, b)
+        children.append(node)
+        parents[node.node_id] = [bid for _, bid in over]
+    return children, parents
+
+
+def book_children(
+    blocks: Sequence[BaseNode],
+    chapters: Sequence[BaseNode],
+    *,
+    max_words: int = MERGE_WORDS,
+    straddle: Straddle = "both",
+) -> tuple[list[TextNode], dict[str, list[str]]]:
+    """``chapter_children`` over a whole book: blocks are matched to their chapter by
+    ``ref_doc_id`` (the chunkers' source document); children come in story order."""
+    by_chapter: dict[str, list[BaseNode]] = {}
+    for block in blocks:
+        by_chapter.setdefault(block.ref_doc_id or "", []).append(block)
+    known = {c.node_id for c in chapters}
+    if stray := [k for k in by_chapter if k not in known]:
+        raise ValueError(f"blocks whose source is none of the chapters: {stray[:3]}")
+    children: list[TextNode] = []
+    parents: dict[str, list[str]] = {}
+    for chapter in chapters:
+        kids, par = chapter_children(
+            by_chapter.get(chapter.node_id, []), chapter, max_words=max_words, straddle=straddle
+        )
+        children += kids
+        parents.update(par)
+    return children, parents
+
+
+def collapse(ranked_children: Iterable[str], parents_of: ParentsOf) -> list[str]:
+    """Parent ids in the order of each parent's best child; a child with two parents ranks
+    both, in story order. Children absent from ``parents_of`` are skipped."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for child in ranked_children:
+        for parent in parents_of.get(child, ()):
+            if parent not in seen:
+                seen.add(parent)
+                out.append(parent)
+    return out
+
+
+def rank_bound(ranked_children: Sequence[str], parents_of: ParentsOf, rank: int) -> int:
+    """The last place ``collapse`` can give a parent of the child at 1-based ``rank``:
+    ``rank`` plus one for each extra parent of the children up to it (straddling children)."""
+    upto = ranked_children[: max(rank, 0)]
+    return rank + sum(max(len(parents_of.get(c, ())) - 1, 0) for c in upto)
