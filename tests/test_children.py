@@ -171,3 +171,16 @@ def test_blocks_through_children_rank_no_lower_than_paragraphs(
     assert checked >= 50
     assert beyond_bound == 0  # the construction's guarantee
     assert flat_beyond > 0  # the test can fail: block-level BM25 in place of the collapse does
+
+
+def test_the_eval_key_chunker_through_paragraphs() -> None:
+    from litrag.eval.registry import chunker_specs, is_ours
+
+    (spec,) = chunker_specs(["litseg-offline>paragraphs"])
+    assert (spec.base_key, spec.children) == ("litseg-offline", "paragraphs")
+    assert spec.label == "LitSeg offline through paragraph children"
+    assert is_ours(spec.key)
+    (plain,) = chunker_specs(["litseg-offline"])
+    assert (plain.base_key, plain.children) == ("litseg-offline", "")
+    with pytest.raises(ValueError, match="children"):
+        chunker_specs(["litseg-offline>sentences"])

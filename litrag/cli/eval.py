@@ -316,6 +316,7 @@ def add_parsers(sub: Any) -> None:
         "--chunkers",
         default=",".join(DEFAULT_CHUNKERS),
         help=f"comma list of {', '.join(ALL_CHUNKERS)} (default: every chunker that needs no LLM; "
+        "CHUNKER>paragraphs ranks its blocks through paragraph children; "
         "the LLM ones are opt-in)",
     )
     er.add_argument(
