@@ -13,6 +13,13 @@ below the paragraph chunker's on a question whose answer lies inside one block. 
 is a child that straddles two blocks: it ranks both, so a block it precedes can move one place
 down (``rank_bound`` counts it); and an answer split across two blocks is in no block whole.
 
+Aligned blocks (``align_blocks``, ``aligned_book``) remove the exception: each child belongs to
+exactly one block, the one holding most of its characters, and each block is redefined as the
+union of its children (its edges snap to child edges, moving by less than one child; a block
+left with no child is absorbed by the neighbours that took its text). Collapse then only drops
+duplicates, so the block holding a gold paragraph ranks no lower than that paragraph ranks
+among paragraphs, under the same scorer, and it holds the paragraph whole.
+
 Store-independent: children are plain ``TextNode``s and the map a dict, so any store (or the
 in-memory ``BM25Index``) can score them.
 """
@@ -23,9 +30,10 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
-from llama_index.core.schema import BaseNode, TextNode
+from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, TextNode
 
 from litrag.chunkers.baselines import MERGE_WORDS, paragraph_chunker
+from litrag.segment.sentences import Sentence, split_sentences
 
 _CHILD_NAMESPACE = uuid.UUID("6d1f5c1e-8b0a-4d55-9f0e-2a7c3b9e4d10")
 ParentsOf = Mapping[str, Sequence[str]]
@@ -39,6 +47,11 @@ def _span(node: BaseNode) -> tuple[int, int]:
     if start is None or end is None:
         raise ValueError(f"block {node.node_id} has no character offsets (start/end_char_idx)")
     return int(start), int(end)
+
+
+def _overlaps(spans: Sequence[tuple[int, int, str]], a: int, b: int) -> list[tuple[int, str]]:
+    """(characters shared, block id) of each block span overlapping ``[a, b)``, in story order."""
+    return [(min(e, b) - max(s, a), bid) for s, e, bid in spans if s < b and a < e]
 
 
 def child_id(chapter_id: str, start: int, end: int) -> str:
@@ -73,7 +86,7 @@ def chapter_children(
         if not isinstance(node, TextNode) or node.start_char_idx is None:
             raise ValueError("the paragraph chunker gave a child without offsets")
         a, b = node.start_char_idx, node.end_char_idx or node.start_char_idx
-        over = [(min(e, b) - max(s, a), bid) for s, e, bid in spans if s < b and a < e]
+        over = _overlaps(spans, a, b)
         if not over:
             continue
         if straddle == "major":
@@ -128,3 +141,100 @@ def rank_bound(ranked_children: Sequence[str], parents_of: ParentsOf, rank: int)
     ``rank`` plus one for each extra parent of the children up to it (straddling children)."""
     upto = ranked_children[: max(rank, 0)]
     return rank + sum(max(len(parents_of.get(c, ())) - 1, 0) for c in upto)
+
+
+def _sentence_range(sentences: Sequence[Sentence], start: int, end: int) -> tuple[int, int]:
+    """1-based first and last of ``sentences`` overlapping ``[start, end)``."""
+    over = [s.index for s in sentences if s.start < end and start < s.end]
+    return (over[0], over[-1]) if over else (0, 0)
+
+
+def _relink(blocks: Sequence[BaseNode], gone: Mapping[str, BaseNode]) -> None:
+    """Point each block's PREV/NEXT past the blocks in ``gone`` (absorbed by a neighbour)."""
+    for block in blocks:
+        for rel in (NodeRelationship.PREVIOUS, NodeRelationship.NEXT):
+            info = block.relationships.get(rel)
+            seen: set[str] = set()
+            while info is not None and info.node_id in gone and info.node_id not in seen:
+                seen.add(info.node_id)
+                info = gone[info.node_id].relationships.get(rel)
+            if info is None:
+                block.relationships.pop(rel, None)
+            else:
+                block.relationships[rel] = info
+
+
+def align_blocks(
+    chapter: BaseNode, blocks: Sequence[BaseNode], children: Sequence[BaseNode]
+) -> tuple[list[TextNode], dict[str, str]]:
+    """``blocks`` of ``chapter`` snapped to its paragraph ``children``, and each child's block.
+
+    Each child goes to the block holding most of its characters (the first on a tie); a child
+    overlapping no block is left out of the map. Each block that got a child becomes the exact
+    slice ``chapter.text[first child start : last child end]`` (its children and the blank
+    lines between them); a block that got none is dropped, its text now in its neighbours.
+    Assignment is monotone (blocks and children are both disjoint and in story order), so the
+    aligned blocks are disjoint and in story order too. Each keeps its id, metadata and
+    templates; ``sentence_from``/``sentence_to``, where present, are renumbered to the sentences
+    the new span overlaps (LitSeg's numbering). Context views (``context_before``/``after``,
+    LitSeg LLM runs only) still refer to the original block. PREV/NEXT skip dropped blocks.
+    """
+    text = chapter.get_content(metadata_mode=MetadataMode.NONE)
+    sentences: list[Sentence] | None = None  # the chapter's, as LitSeg numbers them: on demand
+    spans = sorted(((*_span(b), b.node_id) for b in blocks), key=lambda s: (s[0], s[1]))
+    owner: dict[str, str] = {}
+    edges: dict[str, tuple[int, int]] = {}
+    for child in children:
+        a, b = _span(child)
+        over = _overlaps(spans, a, b)
+        if not over:
+            continue
+        _, bid = max(over, key=lambda o: o[0])  # max keeps the first of equal overlaps
+        owner[child.node_id] = bid
+        lo, hi = edges.get(bid, (a, b))
+        edges[bid] = (min(lo, a), max(hi, b))
+    out: list[TextNode] = []
+    gone: dict[str, BaseNode] = {}
+    for block in sorted(blocks, key=lambda n: _span(n)):
+        if block.node_id not in edges:
+            gone[block.node_id] = block
+            continue
+        a, b = edges[block.node_id]
+        node = block.model_copy(deep=True)
+        if not isinstance(node, TextNode):
+            raise ValueError(f"block {block.node_id} is not a TextNode")
+        node.text, node.start_char_idx, node.end_char_idx = text[a:b], a, b
+        if "sentence_from" in node.metadata:
+            sentences = split_sentences(text) if sentences is None else sentences
+            lo, hi = _sentence_range(sentences, a, b)
+            node.metadata["sentence_from"], node.metadata["sentence_to"] = lo, hi
+        out.append(node)
+    _relink(out, gone)
+    return out, owner
+
+
+def aligned_book(
+    blocks: Sequence[BaseNode], chapters: Sequence[BaseNode], *, max_words: int = MERGE_WORDS
+) -> tuple[list[TextNode], list[TextNode], dict[str, list[str]]]:
+    """``align_blocks`` over a whole book: the aligned blocks (story order), the paragraph
+    children (``chapter_children``'s, every one with exactly one block) and each child's block
+    as a one-item list, the shape ``collapse`` takes."""
+    by_chapter: dict[str, list[BaseNode]] = {}
+    for block in blocks:
+        by_chapter.setdefault(block.ref_doc_id or "", []).append(block)
+    known = {c.node_id for c in chapters}
+    if stray := [k for k in by_chapter if k not in known]:
+        raise ValueError(f"blocks whose source is none of the chapters: {stray[:3]}")
+    out: list[TextNode] = []
+    children: list[TextNode] = []
+    parents: dict[str, list[str]] = {}
+    for chapter in chapters:
+        mine = by_chapter.get(chapter.node_id, [])
+        kids, _ = chapter_children(mine, chapter, max_words=max_words, straddle="major")
+        aligned, owner = align_blocks(chapter, mine, kids)
+        out += aligned
+        children += kids
+        parents.update((k, [b]) for k, b in owner.items())
+    kept = {b.node_id for b in out}
+    _relink(out, {b.node_id: b for b in blocks if b.node_id not in kept})  # across chapters
+    return out, children, parents
