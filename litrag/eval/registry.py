@@ -31,7 +31,13 @@ from litrag.chunkers.baselines import BASELINES, dynamic_merge, semantic_chunker
 from litrag.eval.embedding_cache import CachedEmbedder, CachedEmbedding, text_key
 
 CHILDREN_SEP = ">"  # ``litseg-offline>paragraphs``: blocks ranked through paragraph children
-CHILDREN_KINDS = ("paragraphs",)
+# ``paragraphs``: the blocks as chunked, a child over two blocks ranks both; ``aligned``: each
+# child in one block, the blocks snapped to their children (``query.children.aligned_book``)
+CHILDREN_KINDS = ("paragraphs", "aligned")
+CHILDREN_LABELS = {
+    "paragraphs": "through paragraph children",
+    "aligned": "aligned to paragraph children",
+}
 _ID_NAMESPACE = uuid.UUID("1b6f0e0a-2f4c-4f7e-9a53-5d0c8e4a7b21")
 
 
@@ -48,7 +54,7 @@ class ChunkerSpec:
     make: Callable[[], NodeParser]
     identity: str = ""
     slow: bool = False
-    children: str = ""  # "paragraphs": ranked through its paragraph children (small-to-big)
+    children: str = ""  # "paragraphs" / "aligned": ranked through paragraph children
 
     @property
     def base_key(self) -> str:
@@ -249,11 +255,12 @@ def chunker_specs(
             base, kind = key.split(CHILDREN_SEP, 1)
             if kind not in CHILDREN_KINDS or CHILDREN_SEP in base:
                 raise ValueError(
-                    f"unknown children {kind!r} in {key!r}: use CHUNKER>paragraphs "
-                    "(the chunker's blocks ranked through the paragraph chunker's pieces)"
+                    f"unknown children {kind!r} in {key!r}: use CHUNKER>paragraphs (the "
+                    "chunker's blocks ranked through the paragraph chunker's pieces) or "
+                    "CHUNKER>aligned (its blocks snapped to those pieces, one block each)"
                 )
             (spec,) = chunker_specs([base], llm, embedder)
-            label = f"{spec.label} through paragraph children"
+            label = f"{spec.label} {CHILDREN_LABELS[kind]}"
             out.append(ChunkerSpec(key, label, spec.make, spec.identity, spec.slow, kind))
         elif key in CHUNKERS:
             out.append(CHUNKERS[key])
@@ -282,7 +289,7 @@ def chunker_specs(
             raise ValueError(
                 f"unknown chunker {key!r}; choose from {', '.join(ALL_CHUNKERS)} "
                 "(or a sized variant: litseg-offline@WORDS, paragraphs@WORDS; or one ranked "
-                "through paragraph children: CHUNKER>paragraphs)"
+                "through paragraph children: CHUNKER>paragraphs, CHUNKER>aligned)"
             )
     return out
 

@@ -22,7 +22,8 @@ holds whole are misses in every mode and make up the "split" share (the recall c
 book's paragraph children (``query.children``: the ``paragraphs`` chunker's very chunks, stored
 as its run stores them, so their ranking and cached embeddings are that run's) and each query's
 ranked children collapse to the chunker's blocks by each block's best child; the blocks are
-scored.
+scored. ``CHUNKER>aligned`` stores the same children but scores the blocks snapped to them
+(``query.children.aligned_book``: each child in one block, each block the union of its children).
 
 The chunkers by key and their cached chunkings are ``registry``'s, the questions and books
 ``questions``'s, the embedding cache ``embedding_cache``'s: a rerun, or a run with one new chunker,
@@ -62,7 +63,7 @@ from litrag.eval.registry import (
     slug,
 )
 from litrag.eval.spans import normalize
-from litrag.query.children import book_children, collapse
+from litrag.query.children import aligned_book, book_children, collapse
 from litrag.query.window_bm25 import DEFAULT_POOL
 from litrag.query.windows import SentenceWindowEncoder
 
@@ -326,7 +327,11 @@ def evaluate_chunker(
             t0 = time.perf_counter()
             nodes, hit = chunk_book(spec, book.docs, book.key, chunk_cache)
             searched = nodes  # what the store holds: the chunks, or their paragraph children
-            if spec.children:
+            if spec.children == "aligned":  # the blocks scored are the snapped ones
+                n_chunked = len(nodes)
+                nodes, searched, parents[book.file] = aligned_book(nodes, book.docs)
+                say(f"  {spec.key} {book.book_id}: {n_chunked - len(nodes)} blocks absorbed")
+            elif spec.children:
                 searched, parents[book.file] = book_children(nodes, book.docs)
             t1 = time.perf_counter()
             stored = [stored_view(n, view) for n in searched]
