@@ -158,6 +158,34 @@ def test_edge_bm25_matches_in_memory_bm25(data: Path, cache_dir: Path, model) ->
         assert score.rank == relevant.index(True) + 1, q.id
 
 
+def test_aligned_key_reuses_the_paragraph_run_and_ranks_no_lower(
+    data: Path, cache_dir: Path, model
+) -> None:
+    """``litseg-offline>aligned`` stores the paragraph run's very chunks (no new embedding) and
+    scores the blocks snapped to them: in every mode each question's gold block ranks no lower
+    than its gold paragraph."""
+    qs = load_questions(data / "questions.jsonl")
+    modes = parse_modes(["dense", "bm25", "hybrid"], ["rsf"], [0.3])
+    cache = EmbeddingCache(cache_dir / "embeddings.sqlite")
+    first = _embedder(cache, model)
+    paragraphs = evaluate_retrieval(
+        qs, data, ["paragraphs"], modes, cache_dir=cache_dir, embedder=first
+    )
+    second = _embedder(cache, model)
+    run = evaluate_retrieval(
+        qs, data, ["litseg-offline>aligned"], modes, cache_dir=cache_dir, embedder=second
+    )
+    cache.close()
+    assert second.computed == 0  # children and questions: all from the paragraph run's cache
+    aligned, par = run.row("litseg-offline>aligned"), paragraphs.row("paragraphs")
+    assert aligned.label == "LitSeg offline aligned to paragraph children"
+    assert aligned.split_spans == 0.0
+    for mode in aligned.scores:
+        ranks = {s.question_id: s.rank for s in par.scores[mode]}
+        for s in aligned.scores[mode]:
+            assert s.rank is not None and s.rank <= (ranks[s.question_id] or 10**9), (mode, s)
+
+
 def test_text_view_is_bare_chunk_text(data: Path) -> None:
     qs = load_questions(data / "questions.jsonl")
     books, _ = load_books(qs, data)

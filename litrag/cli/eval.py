@@ -316,6 +316,8 @@ def add_parsers(sub: Any) -> None:
         "--chunkers",
         default=",".join(DEFAULT_CHUNKERS),
         help=f"comma list of {', '.join(ALL_CHUNKERS)} (default: every chunker that needs no LLM; "
+        "CHUNKER>paragraphs ranks its blocks through paragraph children, CHUNKER>aligned its "
+        "blocks snapped to them (one block per child); "
         "the LLM ones are opt-in)",
     )
     er.add_argument(
@@ -421,7 +423,7 @@ def add_parsers(sub: Any) -> None:
         "--chunkers",
         default=",".join(DEFAULT_CHUNKERS),
         help="comma list, as `eval retrieval` (sized variants: litseg-offline@WORDS, "
-        "paragraphs@WORDS)",
+        "paragraphs@WORDS; small-to-big: CHUNKER>paragraphs, CHUNKER>aligned)",
     )
     eh.add_argument("--modes", default="dense,bm25,hybrid", help="as `eval retrieval`")
     eh.add_argument("--fusion", default="rsf", help="hybrid fusions: rsf, rrf")

@@ -30,6 +30,14 @@ from llama_index.core.storage.docstore.utils import doc_to_json, json_to_doc
 from litrag.chunkers.baselines import BASELINES, dynamic_merge, semantic_chunker
 from litrag.eval.embedding_cache import CachedEmbedder, CachedEmbedding, text_key
 
+CHILDREN_SEP = ">"  # ``litseg-offline>paragraphs``: blocks ranked through paragraph children
+# ``paragraphs``: the blocks as chunked, a child over two blocks ranks both; ``aligned``: each
+# child in one block, the blocks snapped to their children (``query.children.aligned_book``)
+CHILDREN_KINDS = ("paragraphs", "aligned")
+CHILDREN_LABELS = {
+    "paragraphs": "through paragraph children",
+    "aligned": "aligned to paragraph children",
+}
 _ID_NAMESPACE = uuid.UUID("1b6f0e0a-2f4c-4f7e-9a53-5d0c8e4a7b21")
 
 
@@ -46,6 +54,13 @@ class ChunkerSpec:
     make: Callable[[], NodeParser]
     identity: str = ""
     slow: bool = False
+    children: str = ""  # "paragraphs" / "aligned": ranked through paragraph children
+
+    @property
+    def base_key(self) -> str:
+        """The chunker whose chunks these are: ``litseg-offline`` for
+        ``litseg-offline>paragraphs`` (the chunk cache and node ids are its own)."""
+        return self.key.split(CHILDREN_SEP, 1)[0]
 
 
 @dataclass(frozen=True)
@@ -224,7 +239,7 @@ def sized_spec(key: str) -> ChunkerSpec | None:
 
 def is_ours(key: str) -> bool:
     """A chunker of this project (sized variants of ours included)."""
-    return key.split("@", 1)[0] in OURS
+    return key.split(CHILDREN_SEP, 1)[0].split("@", 1)[0] in OURS
 
 
 def chunker_specs(
@@ -236,7 +251,18 @@ def chunker_specs(
     loads the packaged MiniLM itself)."""
     out = []
     for key in keys:
-        if key in CHUNKERS:
+        if CHILDREN_SEP in key:
+            base, kind = key.split(CHILDREN_SEP, 1)
+            if kind not in CHILDREN_KINDS or CHILDREN_SEP in base:
+                raise ValueError(
+                    f"unknown children {kind!r} in {key!r}: use CHUNKER>paragraphs (the "
+                    "chunker's blocks ranked through the paragraph chunker's pieces) or "
+                    "CHUNKER>aligned (its blocks snapped to those pieces, one block each)"
+                )
+            (spec,) = chunker_specs([base], llm, embedder)
+            label = f"{spec.label} {CHILDREN_LABELS[kind]}"
+            out.append(ChunkerSpec(key, label, spec.make, spec.identity, spec.slow, kind))
+        elif key in CHUNKERS:
             out.append(CHUNKERS[key])
         elif (sized := sized_spec(key)) is not None:
             out.append(sized)
@@ -262,7 +288,8 @@ def chunker_specs(
         else:
             raise ValueError(
                 f"unknown chunker {key!r}; choose from {', '.join(ALL_CHUNKERS)} "
-                "(or a sized variant: litseg-offline@WORDS, paragraphs@WORDS)"
+                "(or a sized variant: litseg-offline@WORDS, paragraphs@WORDS; or one ranked "
+                "through paragraph children: CHUNKER>paragraphs, CHUNKER>aligned)"
             )
     return out
 
@@ -291,7 +318,7 @@ def chunk_book(
     """The book's chunks (and whether they came from the cache), with stable node ids."""
     path = None
     if cache_dir is not None:
-        folder = f"{slug(spec.key)}-{code_fingerprint()}"
+        folder = f"{slug(spec.base_key)}-{code_fingerprint()}"
         if spec.identity:
             folder += "-" + text_key(spec.identity)[:10]
         path = cache_dir / "chunks" / folder / f"{book_key}.jsonl"
@@ -300,7 +327,7 @@ def chunk_book(
                 return [json_to_doc(json.loads(line)) for line in fh], True
     nodes = spec.make().get_nodes_from_documents(docs, show_progress=spec.slow)
     for i, node in enumerate(nodes):  # stable ids: reruns upsert the same points
-        node.id_ = str(uuid.uuid5(_ID_NAMESPACE, f"{spec.key}:{book_key}:{i}"))
+        node.id_ = str(uuid.uuid5(_ID_NAMESPACE, f"{spec.base_key}:{book_key}:{i}"))
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")

@@ -18,6 +18,13 @@ from ``metrics.py`` (ranks beyond ``k`` count as misses, so MRR is MRR@k). Quest
 not in the book text at all are data errors: dropped and listed. Spans the book holds but no chunk
 holds whole are misses in every mode and make up the "split" share (the recall ceiling).
 
+``CHUNKER>paragraphs`` (e.g. ``litseg-offline>paragraphs``) is small-to-big: the store holds the
+book's paragraph children (``query.children``: the ``paragraphs`` chunker's very chunks, stored
+as its run stores them, so their ranking and cached embeddings are that run's) and each query's
+ranked children collapse to the chunker's blocks by each block's best child; the blocks are
+scored. ``CHUNKER>aligned`` stores the same children but scores the blocks snapped to them
+(``query.children.aligned_book``: each child in one block, each block the union of its children).
+
 The chunkers by key and their cached chunkings are ``registry``'s, the questions and books
 ``questions``'s, the embedding cache ``embedding_cache``'s: a rerun, or a run with one new chunker,
 only chunks and embeds what is new; LLM replies are cached too, so an interrupted run resumes.
@@ -56,6 +63,8 @@ from litrag.eval.registry import (
     slug,
 )
 from litrag.eval.spans import normalize
+from litrag.query.children import aligned_book, book_children, collapse
+from litrag.query.window_bm25 import DEFAULT_POOL
 from litrag.query.windows import SentenceWindowEncoder
 
 DEFAULT_TOP_K = 20
@@ -247,6 +256,21 @@ def _query(
     )
 
 
+def _child_query(query: VectorStoreQuery, mode: Mode, cand: int) -> VectorStoreQuery:
+    """A block query as asked of the children (``CHUNKER>paragraphs``): bm25 and dense go
+    ``DEFAULT_POOL`` deep (no deeper than the BM25 window pool, so the first children come in
+    the paragraph run's order); hybrid fuses the same ``cand``-deep lists as the paragraph run
+    and keeps their whole union. Blocks are then ranked by their best child."""
+    if mode.kind in ("dense", "bm25"):
+        return replace(query, similarity_top_k=max(DEFAULT_POOL, query.similarity_top_k))
+    return replace(query, hybrid_top_k=2 * cand)
+
+
+def _children_note(parents: dict[str, list[str]]) -> str:
+    over = sum(len(p) > 1 for p in parents.values())
+    return f", {len(parents)} paragraph children ({over} over two blocks)"
+
+
 def evaluate_chunker(
     spec: ChunkerSpec,
     books: Sequence[Book],
@@ -279,6 +303,7 @@ def evaluate_chunker(
     per_book: dict[str, dict[str, float]] = {}
     all_nodes: dict[str, list[BaseNode]] = {}
     all_stored: dict[str, list[BaseNode]] = {}
+    parents: dict[str, dict[str, list[str]]] = {}  # children runs: child id -> its blocks
     words: list[int] = []
     t = dict.fromkeys(("chunk", "embed", "store", "query", "rerank", "intrinsic"), 0.0)
     if any(m.kind == "rerank" for m in modes) and reranker is None:
@@ -301,8 +326,15 @@ def evaluate_chunker(
         for book in books:
             t0 = time.perf_counter()
             nodes, hit = chunk_book(spec, book.docs, book.key, chunk_cache)
+            searched = nodes  # what the store holds: the chunks, or their paragraph children
+            if spec.children == "aligned":  # the blocks scored are the snapped ones
+                n_chunked = len(nodes)
+                nodes, searched, parents[book.file] = aligned_book(nodes, book.docs)
+                say(f"  {spec.key} {book.book_id}: {n_chunked - len(nodes)} blocks absorbed")
+            elif spec.children:
+                searched, parents[book.file] = book_children(nodes, book.docs)
             t1 = time.perf_counter()
-            stored = [stored_view(n, view) for n in nodes]
+            stored = [stored_view(n, view) for n in searched]
             texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in stored]
             before = embedder.seconds
             vecs = embedder.embed(texts)
@@ -324,11 +356,14 @@ def evaluate_chunker(
             t["embed"] += t2 - t1
             t["store"] += t3 - t2
             all_nodes[book.file] = nodes
-            all_stored[book.file] = stored
+            all_stored[book.file] = (
+                [stored_view(n, view) for n in nodes] if spec.children else stored
+            )
             words += [word_count(n.get_content(metadata_mode=MetadataMode.NONE)) for n in nodes]
             say(
                 f"  {spec.key} {book.book_id}: {len(nodes)} chunks"
-                f"{' (cached)' if hit else ''}, chunk {t1 - t0:.1f}s, embed {t2 - t1:.1f}s"
+                + (_children_note(parents[book.file]) if spec.children else "")
+                + f"{' (cached)' if hit else ''}, chunk {t1 - t0:.1f}s, embed {t2 - t1:.1f}s"
             )
 
         t0 = time.perf_counter()
@@ -346,10 +381,13 @@ def evaluate_chunker(
                 spans_split += sum(not any(nd in c for c in norm) for nd in needles)
                 for mode in modes:
                     store.hybrid_fusion = "rrf" if mode.fusion == "rrf" else "relative_score"
-                    res = store.query(
-                        _query(mode, q.question, qvec.tolist(), book.book_id, top_k, cand)
-                    )
-                    ids = [index[i] for i in res.ids or []][:top_k]
+                    asked = _query(mode, q.question, qvec.tolist(), book.book_id, top_k, cand)
+                    if spec.children:  # rank the children, collapse them to their blocks
+                        res = store.query(_child_query(asked, mode, cand))
+                        found = collapse(res.ids or [], parents[book.file])
+                    else:
+                        found = store.query(asked).ids or []
+                    ids = [index[i] for i in found][:top_k]
                     if mode.kind == "rerank":
                         t_r = time.perf_counter()
                         ids = _rerank(reranker, q.question, [stored_nodes[i] for i in ids], ids)

@@ -1,0 +1,240 @@
+"""Small-to-big: rank a book's blocks through their paragraph children.
+
+The blocks (LitSeg's narrative units, or any chunker's) stay what is returned and cited; what
+is scored are the *children*: exactly the paragraph chunker's pieces of each chapter
+(``litrag.chunkers.baselines.paragraph_chunker``, blank-line paragraphs merged up to 200 words),
+the same texts and the same index statistics a paragraph index has. Each child is mapped to the
+block(s) its character span overlaps in the chapter, and a ranked child list collapses to
+blocks in the order of each block's best child (``collapse``).
+
+Why: a block then ranks at most where its best paragraph ranks among paragraphs, less the
+paragraphs that share a block with a better one, so retrieval through children cannot fall
+below the paragraph chunker's on a question whose answer lies inside one block. The exception
+is a child that straddles two blocks: it ranks both, so a block it precedes can move one place
+down (``rank_bound`` counts it); and an answer split across two blocks is in no block whole.
+
+Aligned blocks (``align_blocks``, ``aligned_book``) remove the exception: each child belongs to
+exactly one block, the one holding most of its characters, and each block is redefined as the
+union of its children (its edges snap to child edges, moving by less than one child; a block
+left with no child is absorbed by the neighbours that took its text). Collapse then only drops
+duplicates, so the block holding a gold paragraph ranks no lower than that paragraph ranks
+among paragraphs, under the same scorer, and it holds the paragraph whole.
+
+Store-independent: children are plain ``TextNode``s and the map a dict, so any store (or the
+in-memory ``BM25Index``) can score them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal
+
+from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, TextNode
+
+from litrag.chunkers.baselines import MERGE_WORDS, paragraph_chunker
+from litrag.segment.sentences import Sentence, split_sentences
+
+_CHILD_NAMESPACE = uuid.UUID("6d1f5c1e-8b0a-4d55-9f0e-2a7c3b9e4d10")
+ParentsOf = Mapping[str, Sequence[str]]
+Straddle = Literal["both", "major"]
+STRADDLE_POLICIES: tuple[Straddle, ...] = ("both", "major")
+
+
+def _span(node: BaseNode) -> tuple[int, int]:
+    start = getattr(node, "start_char_idx", None)
+    end = getattr(node, "end_char_idx", None)
+    if start is None or end is None:
+        raise ValueError(f"block {node.node_id} has no character offsets (start/end_char_idx)")
+    return int(start), int(end)
+
+
+def _overlaps(spans: Sequence[tuple[int, int, str]], a: int, b: int) -> list[tuple[int, str]]:
+    """(characters shared, block id) of each block span overlapping ``[a, b)``, in story order."""
+    return [(min(e, b) - max(s, a), bid) for s, e, bid in spans if s < b and a < e]
+
+
+def child_id(chapter_id: str, start: int, end: int) -> str:
+    """A stable id for the child ``[start, end)`` of a chapter: reruns upsert the same points."""
+    return str(uuid.uuid5(_CHILD_NAMESPACE, f"{chapter_id}:{start}:{end}"))
+
+
+def chapter_children(
+    blocks: Sequence[BaseNode],
+    chapter: BaseNode,
+    *,
+    max_words: int = MERGE_WORDS,
+    straddle: Straddle = "both",
+) -> tuple[list[TextNode], dict[str, list[str]]]:
+    """The paragraph children of one chapter and each child's parent blocks.
+
+    ``blocks`` are the chapter's blocks, exact slices of ``chapter``'s text with
+    ``start_char_idx``/``end_char_idx`` set. The children are ``paragraph_chunker(max_words)``'s
+    nodes of the chapter (the same text, offsets and metadata as a paragraph index holds), with
+    ids from ``child_id``. A child's parents are the blocks its span overlaps, in story order;
+    a child overlapping no block (text the blocks left out) has none and is dropped. With
+    ``straddle="major"`` a child over two blocks has one parent, the block holding most of its
+    characters (the first on a tie).
+    """
+    if straddle not in STRADDLE_POLICIES:
+        raise ValueError(f"unknown straddle policy {straddle!r}: use both or major")
+    spans = sorted(((*_span(b), b.node_id) for b in blocks), key=lambda s: (s[0], s[1]))
+    nodes = paragraph_chunker(max_words).get_nodes_from_documents([chapter])
+    children: list[TextNode] = []
+    parents: dict[str, list[str]] = {}
+    for node in nodes:
+        if not isinstance(node, TextNode) or node.start_char_idx is None:
+            raise ValueError("the paragraph chunker gave a child without offsets")
+        a, b = node.start_char_idx, node.end_char_idx or node.start_char_idx
+        over = _overlaps(spans, a, b)
+        if not over:
+            continue
+        if straddle == "major":
+            over = [max(over, key=lambda o: o[0])]  # max keeps the first of equal overlaps
+        node.id_ = child_id(chapter.node_id, a, b)
+        children.append(node)
+        parents[node.node_id] = [bid for _, bid in over]
+    return children, parents
+
+
+def book_children(
+    blocks: Sequence[BaseNode],
+    chapters: Sequence[BaseNode],
+    *,
+    max_words: int = MERGE_WORDS,
+    straddle: Straddle = "both",
+) -> tuple[list[TextNode], dict[str, list[str]]]:
+    """``chapter_children`` over a whole book: blocks are matched to their chapter by
+    ``ref_doc_id`` (the chunkers' source document); children come in story order."""
+    by_chapter: dict[str, list[BaseNode]] = {}
+    for block in blocks:
+        by_chapter.setdefault(block.ref_doc_id or "", []).append(block)
+    known = {c.node_id for c in chapters}
+    if stray := [k for k in by_chapter if k not in known]:
+        raise ValueError(f"blocks whose source is none of the chapters: {stray[:3]}")
+    children: list[TextNode] = []
+    parents: dict[str, list[str]] = {}
+    for chapter in chapters:
+        kids, par = chapter_children(
+            by_chapter.get(chapter.node_id, []), chapter, max_words=max_words, straddle=straddle
+        )
+        children += kids
+        parents.update(par)
+    return children, parents
+
+
+def collapse(ranked_children: Iterable[str], parents_of: ParentsOf) -> list[str]:
+    """Parent ids in the order of each parent's best child; a child with two parents ranks
+    both, in story order. Children absent from ``parents_of`` are skipped."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for child in ranked_children:
+        for parent in parents_of.get(child, ()):
+            if parent not in seen:
+                seen.add(parent)
+                out.append(parent)
+    return out
+
+
+def rank_bound(ranked_children: Sequence[str], parents_of: ParentsOf, rank: int) -> int:
+    """The last place ``collapse`` can give a parent of the child at 1-based ``rank``:
+    ``rank`` plus one for each extra parent of the children up to it (straddling children)."""
+    upto = ranked_children[: max(rank, 0)]
+    return rank + sum(max(len(parents_of.get(c, ())) - 1, 0) for c in upto)
+
+
+def _sentence_range(sentences: Sequence[Sentence], start: int, end: int) -> tuple[int, int]:
+    """1-based first and last of ``sentences`` overlapping ``[start, end)``."""
+    over = [s.index for s in sentences if s.start < end and start < s.end]
+    return (over[0], over[-1]) if over else (0, 0)
+
+
+def _relink(blocks: Sequence[BaseNode], gone: Mapping[str, BaseNode]) -> None:
+    """Point each block's PREV/NEXT past the blocks in ``gone`` (absorbed by a neighbour)."""
+    for block in blocks:
+        for rel in (NodeRelationship.PREVIOUS, NodeRelationship.NEXT):
+            info = block.relationships.get(rel)
+            seen: set[str] = set()
+            while info is not None and info.node_id in gone and info.node_id not in seen:
+                seen.add(info.node_id)
+                info = gone[info.node_id].relationships.get(rel)
+            if info is None:
+                block.relationships.pop(rel, None)
+            else:
+                block.relationships[rel] = info
+
+
+def align_blocks(
+    chapter: BaseNode, blocks: Sequence[BaseNode], children: Sequence[BaseNode]
+) -> tuple[list[TextNode], dict[str, str]]:
+    """``blocks`` of ``chapter`` snapped to its paragraph ``children``, and each child's block.
+
+    Each child goes to the block holding most of its characters (the first on a tie); a child
+    overlapping no block is left out of the map. Each block that got a child becomes the exact
+    slice ``chapter.text[first child start : last child end]`` (its children and the blank
+    lines between them); a block that got none is dropped, its text now in its neighbours.
+    Assignment is monotone (blocks and children are both disjoint and in story order), so the
+    aligned blocks are disjoint and in story order too. Each keeps its id, metadata and
+    templates; ``sentence_from``/``sentence_to``, where present, are renumbered to the sentences
+    the new span overlaps (LitSeg's numbering). Context views (``context_before``/``after``,
+    LitSeg LLM runs only) still refer to the original block. PREV/NEXT skip dropped blocks.
+    """
+    text = chapter.get_content(metadata_mode=MetadataMode.NONE)
+    sentences: list[Sentence] | None = None  # the chapter's, as LitSeg numbers them: on demand
+    spans = sorted(((*_span(b), b.node_id) for b in blocks), key=lambda s: (s[0], s[1]))
+    owner: dict[str, str] = {}
+    edges: dict[str, tuple[int, int]] = {}
+    for child in children:
+        a, b = _span(child)
+        over = _overlaps(spans, a, b)
+        if not over:
+            continue
+        _, bid = max(over, key=lambda o: o[0])  # max keeps the first of equal overlaps
+        owner[child.node_id] = bid
+        lo, hi = edges.get(bid, (a, b))
+        edges[bid] = (min(lo, a), max(hi, b))
+    out: list[TextNode] = []
+    gone: dict[str, BaseNode] = {}
+    for block in sorted(blocks, key=lambda n: _span(n)):
+        if block.node_id not in edges:
+            gone[block.node_id] = block
+            continue
+        a, b = edges[block.node_id]
+        node = block.model_copy(deep=True)
+        if not isinstance(node, TextNode):
+            raise ValueError(f"block {block.node_id} is not a TextNode")
+        node.text, node.start_char_idx, node.end_char_idx = text[a:b], a, b
+        if "sentence_from" in node.metadata:
+            sentences = split_sentences(text) if sentences is None else sentences
+            lo, hi = _sentence_range(sentences, a, b)
+            node.metadata["sentence_from"], node.metadata["sentence_to"] = lo, hi
+        out.append(node)
+    _relink(out, gone)
+    return out, owner
+
+
+def aligned_book(
+    blocks: Sequence[BaseNode], chapters: Sequence[BaseNode], *, max_words: int = MERGE_WORDS
+) -> tuple[list[TextNode], list[TextNode], dict[str, list[str]]]:
+    """``align_blocks`` over a whole book: the aligned blocks (story order), the paragraph
+    children (``chapter_children``'s, every one with exactly one block) and each child's block
+    as a one-item list, the shape ``collapse`` takes."""
+    by_chapter: dict[str, list[BaseNode]] = {}
+    for block in blocks:
+        by_chapter.setdefault(block.ref_doc_id or "", []).append(block)
+    known = {c.node_id for c in chapters}
+    if stray := [k for k in by_chapter if k not in known]:
+        raise ValueError(f"blocks whose source is none of the chapters: {stray[:3]}")
+    out: list[TextNode] = []
+    children: list[TextNode] = []
+    parents: dict[str, list[str]] = {}
+    for chapter in chapters:
+        mine = by_chapter.get(chapter.node_id, [])
+        kids, _ = chapter_children(mine, chapter, max_words=max_words, straddle="major")
+        aligned, owner = align_blocks(chapter, mine, kids)
+        out += aligned
+        children += kids
+        parents.update((k, [b]) for k, b in owner.items())
+    kept = {b.node_id for b in out}
+    _relink(out, {b.node_id: b for b in blocks if b.node_id not in kept})  # across chapters
+    return out, children, parents
