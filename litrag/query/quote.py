@@ -99,14 +99,16 @@ def format_numbered(headings: Sequence[str], numbered: Sequence[Sequence[Numbere
     return "\n\n".join(blocks)
 
 
-def quote_messages(title: str, question: str, passages: str) -> list[ChatMessage]:
+def _chat(system: str, user: str) -> list[ChatMessage]:
     return [
-        ChatMessage(role=MessageRole.SYSTEM, content=QUOTE_SYSTEM_PROMPT),
-        ChatMessage(
-            role=MessageRole.USER,
-            content=QUOTE_USER_TEMPLATE.format(title=title, query=question, passages=passages),
-        ),
+        ChatMessage(role=MessageRole.SYSTEM, content=system),
+        ChatMessage(role=MessageRole.USER, content=user),
     ]
+
+
+def quote_messages(title: str, question: str, passages: str) -> list[ChatMessage]:
+    user = QUOTE_USER_TEMPLATE.format(title=title, query=question, passages=passages)
+    return _chat(QUOTE_SYSTEM_PROMPT, user)
 
 
 def _words(text: str) -> list[str]:
@@ -181,13 +183,8 @@ def with_context(quotes: Sequence[Numbered], numbered: Sequence[Sequence[Numbere
 
 
 def answer_messages(title: str, question: str, quotes: str) -> list[ChatMessage]:
-    return [
-        ChatMessage(role=MessageRole.SYSTEM, content=ANSWER_SYSTEM_PROMPT),
-        ChatMessage(
-            role=MessageRole.USER,
-            content=ANSWER_USER_TEMPLATE.format(title=title, query=question, quotes=quotes),
-        ),
-    ]
+    user = ANSWER_USER_TEMPLATE.format(title=title, query=question, quotes=quotes)
+    return _chat(ANSWER_SYSTEM_PROMPT, user)
 
 
 def no_answer_text(title: str, upto_chapter: object) -> str:
