@@ -5,8 +5,8 @@ A small model writes, from chapter 1 of a famous book, facts it remembers from t
 the chapter they were (not) read in. So every fact, event, relation and description is checked
 against its own block's text before it becomes an asset:
 
-- every name it states (a capitalised word, but a stop-word opening the statement, or an entity
-  name given with it) must appear in the block, and
+- every name it states (a capitalised word after the first, and the entity names given with
+  it, possessive and plural s aside) must appear in the block, and
 - most of its content words must too: at least ``MIN_SHARE`` of its BM25 stems (Snowball, stop
   words out) are stems of the block. A relation is checked on its two names only: its verb is a
   short label ("is the rival of") a faithful reader writes in its own words.
@@ -24,10 +24,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from litrag.narrative.schema import BlockExtraction
-from litrag.query.bm25 import stop_words, tokenize
+from litrag.query.bm25 import tokenize
 
 MIN_SHARE = 0.6
 _NAME = re.compile(r"\b[A-Z][a-z]+(?:[-'][A-Za-z]+)?\b")
+
+
+def _forms(key: str) -> list[str]:
+    """A name as written, without a possessive, without a plural s ("Buck's", "Bernards")."""
+    forms = [key]
+    if key.endswith("'s"):
+        forms.append(key[:-2])
+    elif key.endswith("s") and len(key) > 3:
+        forms.append(key[:-1])
+    return forms
 
 
 def _folded(text: str) -> str:
@@ -51,17 +61,18 @@ class BlockText:
 
     def names(self, statement: str, extra: Iterable[str] = ()) -> list[str]:
         """The names ``statement`` states that the block never writes."""
-        found = [
-            m.group(0)
-            for m in _NAME.finditer(statement)
-            if m.start() > 0 or m.group(0).lower() not in stop_words()
-        ]
+        # The opening word is capitalised as the sentence's first ("One of the daughters ..."):
+        # not taken for a name; the item's own names come as ``extra`` and are checked.
+        found = [m.group(0) for m in _NAME.finditer(statement) if m.start() > 0]
         missing = []
         for name in [*found, *extra]:
             key = _folded(name)
-            if key and f" {key} " not in self.folded and not self._any_part(key):
+            if key and not any(self._written(k) for k in _forms(key)):
                 missing.append(name)
         return missing
+
+    def _written(self, key: str) -> bool:
+        return f" {key} " in self.folded or self._any_part(key)
 
     def _any_part(self, key: str) -> bool:
         """A multi-word name counts when one of its parts is written ("Mr. Knightley")."""
