@@ -38,9 +38,12 @@ GOOD = {
 
 
 def _block(i: int = 1, chapter: int = 1) -> AssetBlock:
-    return AssetBlock(
-        block_id=f"b{chapter}-{i}", chapter=chapter, text=f"Buck did not read ({i}).", start=i
+    # what GOOD states is in the text: items are grounded in their block (narrative.grounding)
+    text = (
+        f"Buck did not read the newspapers ({i}). He weighed 140 pounds, a big dog. Manuel, a "
+        "gardener, sells Buck one night."
     )
+    return AssetBlock(block_id=f"b{chapter}-{i}", chapter=chapter, text=text, start=i)
 
 
 def test_check_extraction_keeps_good_items_and_names_the_bad():

@@ -48,7 +48,7 @@ def scripted_extraction(messages) -> str:
     k = next(_blocks)
     mark = f"MARK-c{chapter}-b{k}"
     # grounded in the passage, as a faithful reader's items are (litrag.narrative.grounding)
-    words = " ".join(user.partition("\nPassage:\n")[2].split()[:40])[:150]
+    words = " ".join(user.partition("\nPassage:\n")[2].split()[:16])[:80]
     out = {
         "entities": [
             {"name": p, "type": "animal", "description": f"{p} ({mark}): {words}"} for p in people
