@@ -12,7 +12,7 @@ from scripted_llm import ScriptedLLM
 from test_answer import FATHER
 from test_retriever import WILD, ingested_shelf
 
-from litrag.builders import build_embed_model, build_query_engine
+from litrag.builders import build_embed_model, build_query_engine, build_store
 from litrag.models.llama_server import SMOLLM2_CONTEXT, openai_like
 from litrag.query import quote
 from litrag.query.retriever import RetrievalSettings
@@ -63,15 +63,22 @@ def test_planted_delimiters_are_defused():
 
 @pytest.fixture(scope="module")
 def shelf(books_dir, tmp_path_factory):
+    """The shared two-book shelf, its store opened once for the module (one opener at a time)."""
     home = ingested_shelf(books_dir, tmp_path_factory)
     s = Settings(home=home)
-    return s, build_embed_model(s)
+    store = build_store(s)
+    try:
+        yield s, build_embed_model(s), store
+    finally:
+        store.close()
 
 
 def engine(shelf, llm, **kwargs):
-    s, embed = shelf
+    s, embed, store = shelf
     s = s.model_copy(update={"answer_style": "quote"})
-    return build_query_engine(s, WILD, llm=llm, embed_model=embed, streaming=False, **kwargs)
+    return build_query_engine(
+        s, WILD, llm=llm, embed_model=embed, store=store, streaming=False, **kwargs
+    )
 
 
 def key_of(messages, word: str) -> str:
