@@ -57,6 +57,7 @@ def main() -> int:
     ap.add_argument("--keyed", type=Path, action="append", default=[], help="keyed JSONL")
     ap.add_argument("--books", default="", help="comma list of book ids to keep (default all)")
     ap.add_argument("--limit", type=int, default=0, help="questions per file (0: all)")
+    ap.add_argument("--classes", default="", help="comma list of question classes to keep")
     ap.add_argument("--no-route", action="store_true", help="plain passages, no narrative tools")
     ap.add_argument("--out", type=Path, help="append the JSON lines here")
     args = ap.parse_args()
@@ -103,6 +104,9 @@ def main() -> int:
     if args.books:
         keep = set(args.books.split(","))
         items = [it for it in items if it["book"] in keep]
+    if args.classes:
+        wanted = set(args.classes.split(","))
+        items = [it for it in items if it["class"] in wanted]
     s = Settings(home=args.home.expanduser().resolve())
     embed = build_embed_model(s)
     store = build_store(s)
