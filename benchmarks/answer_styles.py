@@ -116,17 +116,21 @@ def main() -> int:
     with build_answer_llm(s) as answer_llm:
         for style in args.styles.split(","):
             s.answer_style = style  # type: ignore[assignment]
+            engines: dict[tuple[str, int | None], Any] = {}  # one per book and limit, as a chat
             for it in items:
-                build = build_query_engine if args.no_route else build_routed_engine
-                engine = build(
-                    s,
-                    it["book"],
-                    llm=answer_llm.llm,
-                    upto_chapter=it["upto"],
-                    llm_description=answer_llm.description,
-                    store=store,
-                    embed_model=embed,
-                )
+                key = (it["book"], it["upto"])
+                if key not in engines:
+                    build = build_query_engine if args.no_route else build_routed_engine
+                    engines[key] = build(
+                        s,
+                        it["book"],
+                        llm=answer_llm.llm,
+                        upto_chapter=it["upto"],
+                        llm_description=answer_llm.description,
+                        store=store,
+                        embed_model=embed,
+                    )
+                engine = engines[key]
                 t0 = time.perf_counter()
                 stream: AnswerStream = engine.ask(it["question"])
                 first = None
@@ -172,6 +176,7 @@ def main() -> int:
                 if out is not None:
                     out.write(line + "\n")
                     out.flush()
+            for engine in engines.values():
                 if hasattr(engine, "close"):
                     engine.close()
     for style, rows in results.items():

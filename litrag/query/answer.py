@@ -52,6 +52,7 @@ from litrag.query.answer_types import (  # re-exported: what an answer is
 from litrag.query.bm25 import BM25Index
 from litrag.query.focus import PassageFocus
 from litrag.query.retriever import BookRetriever
+from litrag.segment.llm_calls import Sampling, request_kwargs
 from litrag.segment.sentences import split_sentences
 from litrag.settings import DEFAULT_PASSAGE_ORDER
 
@@ -167,11 +168,9 @@ PassageOrder = Literal["score", "story"]
 AnswerStyle = Literal["single", "quote"]
 
 
-def quote_kwargs(llm: LLM) -> dict[str, Any]:
-    """JSON output, short and deterministic, for the quote step (OpenAI-compatible clients)."""
-    if not (hasattr(llm, "_get_model_kwargs") or getattr(llm, "accepts_openai_kwargs", False)):
-        return {}
-    return {"response_format": {"type": "json_object"}, "max_tokens": 48, "temperature": 0.0}
+# The quote step's request: JSON output, short and deterministic (the segmenters' own request
+# building, so OpenAI-compatible clients get it and others get plain calls).
+QUOTE_SAMPLING = Sampling(temperature=0.0, top_p=1.0, top_k=1, json_mode=True, max_tokens=48)
 
 
 def in_story_order(fitted: list[tuple[NodeWithScore, str]]) -> list[tuple[NodeWithScore, str]]:
@@ -459,7 +458,7 @@ class BookQueryEngine(BaseQueryEngine):
         quotes: list[quote.Numbered] = []
         for attempt in range(2):  # one retry when the reply is not the JSON asked for
             try:
-                reply = llm.chat(prompt, **quote_kwargs(llm))
+                reply = llm.chat(prompt, **request_kwargs(llm, QUOTE_SAMPLING))
                 quotes = quote.parse_quotes(reply.message.content or "", numbered)
                 break
             except quote.OutputParseError as exc:

@@ -97,6 +97,20 @@ def chapter_children(
     return children, parents
 
 
+def _by_chapter(
+    blocks: Sequence[BaseNode], chapters: Sequence[BaseNode]
+) -> dict[str, list[BaseNode]]:
+    """Blocks by their chapter's node id (the chunkers' ``ref_doc_id``); a block of no given
+    chapter is an error."""
+    by_chapter: dict[str, list[BaseNode]] = {}
+    for block in blocks:
+        by_chapter.setdefault(block.ref_doc_id or "", []).append(block)
+    known = {c.node_id for c in chapters}
+    if stray := [k for k in by_chapter if k not in known]:
+        raise ValueError(f"blocks whose source is none of the chapters: {stray[:3]}")
+    return by_chapter
+
+
 def book_children(
     blocks: Sequence[BaseNode],
     chapters: Sequence[BaseNode],
@@ -106,12 +120,7 @@ def book_children(
 ) -> tuple[list[TextNode], dict[str, list[str]]]:
     """``chapter_children`` over a whole book: blocks are matched to their chapter by
     ``ref_doc_id`` (the chunkers' source document); children come in story order."""
-    by_chapter: dict[str, list[BaseNode]] = {}
-    for block in blocks:
-        by_chapter.setdefault(block.ref_doc_id or "", []).append(block)
-    known = {c.node_id for c in chapters}
-    if stray := [k for k in by_chapter if k not in known]:
-        raise ValueError(f"blocks whose source is none of the chapters: {stray[:3]}")
+    by_chapter = _by_chapter(blocks, chapters)
     children: list[TextNode] = []
     parents: dict[str, list[str]] = {}
     for chapter in chapters:
@@ -219,12 +228,7 @@ def aligned_book(
     """``align_blocks`` over a whole book: the aligned blocks (story order), the paragraph
     children (``chapter_children``'s, every one with exactly one block) and each child's block
     as a one-item list, the shape ``collapse`` takes."""
-    by_chapter: dict[str, list[BaseNode]] = {}
-    for block in blocks:
-        by_chapter.setdefault(block.ref_doc_id or "", []).append(block)
-    known = {c.node_id for c in chapters}
-    if stray := [k for k in by_chapter if k not in known]:
-        raise ValueError(f"blocks whose source is none of the chapters: {stray[:3]}")
+    by_chapter = _by_chapter(blocks, chapters)
     out: list[TextNode] = []
     children: list[TextNode] = []
     parents: dict[str, list[str]] = {}
