@@ -43,6 +43,9 @@ class Group:
 
 
 GROUPS = (
+    # What is scored: blocks through their paragraph children (the default), the blocks
+    # themselves, and the paragraphs alone; every fusion and weight of MODES.
+    Group("ranking", ("litseg-offline", "litseg-offline>blocks", "paragraphs")),
     Group(
         "size",
         (
@@ -136,7 +139,7 @@ def main() -> int:
                 (
                     r
                     for r in ours
-                    if r[0] == "size"
+                    if r[0] == "ranking"
                     and r[1] == "LitSeg offline"
                     and r[3] == (family if family == "bm25" else DEFAULT_MODE)
                 ),

@@ -43,7 +43,7 @@ def main() -> int:
     if args.top_k:
         retrieval.top_k = args.top_k
     rows: dict[int, list[dict[str, Any]]] = {}
-    store = None
+    store = children = None
     with build_answer_llm(s) as answer_llm:
         for words in (int(w) for w in args.focus_words.split(",")):
             s.focus_words = words
@@ -57,10 +57,12 @@ def main() -> int:
                         llm=answer_llm.llm,
                         retrieval=retrieval,
                         store=store,
+                        children_store=children,
                         embed_model=embed,
                         streaming=False,
                     )
                     store = engine.retriever.vector_store
+                    children = engine.retriever.children_store
                 t0 = time.perf_counter()
                 response = engine.query(QueryBundle(it["question"]))
                 secs = time.perf_counter() - t0
@@ -78,8 +80,9 @@ def main() -> int:
                 }
                 rows.setdefault(words, []).append(row)
                 print(json.dumps(row), flush=True)
-    if store is not None and hasattr(store, "close"):
-        store.close()
+    for opened in (store, children):
+        if opened is not None and hasattr(opened, "close"):
+            opened.close()
     print("\n| LLM reads | key matches | mean passage chars | median s per answer |")
     print("|---|---:|---:|---:|")
     for words, rs in rows.items():

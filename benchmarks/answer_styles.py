@@ -64,6 +64,7 @@ def main() -> int:
 
     from litrag.builders import (
         build_answer_llm,
+        build_children_store,
         build_embed_model,
         build_query_engine,
         build_routed_engine,
@@ -110,6 +111,7 @@ def main() -> int:
     s = Settings(home=args.home.expanduser().resolve())
     embed = build_embed_model(s)
     store = build_store(s)
+    children = build_children_store(s) if s.children else None
     indexes = {b: load_index(s.home, b) for b in {it["book"] for it in items}}
     out = args.out.open("a", encoding="utf-8") if args.out else None
     results: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -128,6 +130,7 @@ def main() -> int:
                         upto_chapter=it["upto"],
                         llm_description=answer_llm.description,
                         store=store,
+                        children_store=children,
                         embed_model=embed,
                     )
                 engine = engines[key]
@@ -179,6 +182,9 @@ def main() -> int:
             for engine in engines.values():
                 if hasattr(engine, "close"):
                     engine.close()
+    for opened in (store, children):
+        if opened is not None:
+            opened.close()
     for style, rows in results.items():
         median = statistics.median(r["seconds"] for r in rows)
         print(f"\n## {style}: {len(rows)} answers, median {median:.1f} s")

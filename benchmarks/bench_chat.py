@@ -139,6 +139,8 @@ def bench_retrieval(home: Path, n: int) -> dict[str, Any]:
         }
     finally:
         store.close()
+        if engine.retriever.children_store is not None:
+            engine.retriever.children_store.close()
 
 
 # --------------------------------------------------------------------------- 2. llm
@@ -190,6 +192,8 @@ def bench_llm(
                 rates.append((count - 1) / (last - first))
     finally:
         engine.retriever.vector_store.close()
+        if engine.retriever.children_store is not None:
+            engine.retriever.children_store.close()
         answer_llm.close()
     return {
         "phase": "llm",

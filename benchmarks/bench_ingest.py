@@ -28,7 +28,16 @@ import time
 from pathlib import Path
 
 BOOKS = Path(__file__).resolve().parents[2] / "shared" / "data" / "books"
-STAGES = ("load", "chapters", "segment", "embed_blocks", "embed_windows", "store")
+STAGES = (
+    "load",
+    "chapters",
+    "segment",
+    "characters",
+    "embed_blocks",
+    "embed_windows",
+    "embed_children",  # the paragraph children (small-to-big), whole vectors and windows
+    "store",
+)
 HEADER = (
     "Title: {title}\nAuthor: {author}\nRelease Date: 2026 [EBook #{id}]\nLanguage: English\n\n"
     "*** START OF THE PROJECT GUTENBERG EBOOK {id} ***\n\n"
@@ -67,7 +76,7 @@ def ingest(folder: Path, prefetch: bool) -> dict:
     ru2 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = ru2.ru_utime + ru2.ru_stime - ru.ru_utime - ru.ru_stime
     books = {b.book_id: b for b in lib.books()}
-    lib.store.close()
+    lib.close()
     return {
         "books": len(report.ingested),
         "failed": report.failed,
@@ -201,12 +210,26 @@ def main() -> None:
     p.add_argument("--chapters", type=int, help="cut each library book to its first N chapters")
     p.add_argument("--words", type=int, help="cut each library book to about its first N words")
     p.add_argument("--skip-six", action="store_true", help="only the --library run")
+    p.add_argument(
+        "--book",
+        action="append",
+        default=[],
+        help="also each of these shared books alone (a file stem, e.g. "
+        "pg1661_adventures_of_sherlock_holmes: 108k words)",
+    )
     p.add_argument("--no-prefetch", action="store_true", help="segment each book in turn")
     p.add_argument("--json-out", type=Path, help="write the raw figures here")
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="litrag-books-"))
     prefetch = not args.no_prefetch
     results: dict[str, dict] = {}
+    for stem in args.book:
+        one = tmp / stem
+        one.mkdir()
+        (one / f"{stem}.txt").write_bytes((BOOKS / f"{stem}.txt").read_bytes())
+        r = run_child(one, prefetch)
+        results[stem] = r
+        print_run(stem, r, per_book=True)
     if not args.skip_six:
         r = run_child(library(tmp / "six", 6, None), prefetch)
         results["six"] = r

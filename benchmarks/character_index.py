@@ -71,7 +71,7 @@ def timing(out: Path) -> None:
                 t0 = time.perf_counter()
                 report = lib.ingest([path])
                 wall = time.perf_counter() - t0
-                lib.store.close()
+                lib.close()
             results[key] = {"wall": round(wall, 1), **next(iter(report.seconds.values()))}
             out.write_text(json.dumps(results, indent=1))
             print(key, results[key], flush=True)

@@ -6,7 +6,7 @@ Every import of a backend is inside the builder that needs it, so importing this
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,6 +109,38 @@ def build_shared_store(
     )
 
 
+def build_children_store(
+    s: Settings,
+    dense_dim: int | None = None,
+    window_doc_fn: SentenceWindowEncoder | None = None,
+    thread_safe: bool = False,
+) -> BasePydanticVectorStore:
+    """The collection of the blocks' paragraph children, beside the blocks' own, with BM25
+    statistics of paragraphs (small-to-big: ``rank_through="children"``)."""
+    from litrag.query.bm25 import BM25Encoder
+    from litrag.query.stores import CHILD_AVG_LEN, children_collection
+
+    return build_store(
+        s,
+        collection=children_collection(s.collection),
+        dense_dim=dense_dim,
+        window_doc_fn=window_doc_fn,
+        encoder=BM25Encoder(avg_len=CHILD_AVG_LEN),
+        thread_safe=thread_safe,
+    )
+
+
+def has_children(s: Settings, records: Sequence[BookRecord], book_ids: Sequence[str]) -> bool:
+    """Whether every one of ``book_ids`` was ingested with paragraph children (and the
+    children's collection is there to open)."""
+    from litrag.query.stores import children_collection
+
+    chosen = [r for r in records if r.book_id in set(book_ids)]
+    if not chosen or any(r.children <= 0 for r in chosen):
+        return False
+    return bool(s.qdrant_url) or (s.home / "index" / children_collection(s.collection)).exists()
+
+
 def build_library(s: Settings) -> Any:
     from litrag.ingestion.library import Library
 
@@ -117,6 +149,7 @@ def build_library(s: Settings) -> Any:
     dim = len(embed.get_text_embedding("dimension probe"))
     windows = build_window_encoder(embed)
     store = build_store(s, dense_dim=dim, window_doc_fn=windows)
+    children = build_children_store(s, dim, windows) if s.children else None
     return Library(
         s.home,
         store,
@@ -126,6 +159,7 @@ def build_library(s: Settings) -> Any:
         window_encoder=windows,
         characters=build_character_indexer(s),
         assets=build_asset_remover(s),
+        children_store=children,
     )
 
 
@@ -323,13 +357,16 @@ def build_query_engine(
     streaming: bool = True,
     llm_health: Any = None,
     records: list[BookRecord] | None = None,
+    children_store: Any = None,
 ) -> Any:
     """A ``BookQueryEngine`` over the library at ``s.home`` (``llm=None``: extractive answers).
 
     Raises ``UnknownBookError`` for books not (completely) ingested, ``StoreLockedError`` when
     another process holds the embedded store. Pass ``store`` / ``embed_model`` to share them
     between engines (one per conversation), ``records`` (the registry) when the caller has
-    read it already.
+    read it already. ``children_store`` (the paragraph children's collection) likewise; without
+    it the engine opens its own where the books were ingested with children and the settings
+    rank through them.
     """
     from litrag.ingestion.integrity import LibraryDamagedError, check_store
     from litrag.ingestion.library import Library
@@ -354,6 +391,10 @@ def build_query_engine(
     words = focus_words(s)
     if embed_model is None and (settings.mode != "sparse" or words):  # focus embeds too
         embed_model = build_embed_model(s)
+    if settings.rank_through != "children" or not has_children(s, records, chosen):
+        children_store = None  # ranked as blocks: what these books were ingested with
+    elif children_store is None:
+        children_store = build_children_store(s)
     retriever = BookRetriever(
         store,
         embed_model,
@@ -363,6 +404,7 @@ def build_query_engine(
         reranker=reranker,
         books=done,
         partial_books=partial,
+        children_store=children_store,
     )
     return BookQueryEngine(
         retriever,

@@ -45,6 +45,13 @@ RETRIEVAL_FIELDS: dict[str, type] = {
     "bm25_window_kind": str,
     "candidates": int,
     "top_k": int,
+    "rank_through": str,
+    "child_top_k": int,
+}
+
+_RETRIEVAL_CHOICES = {
+    "bm25_window_kind": ("sentences", "paragraphs"),
+    "rank_through": ("children", "blocks"),
 }
 
 # field -> environment variable
@@ -70,6 +77,7 @@ ENV_VARS = {
     "llm_context": "LITRAG_LLM_CONTEXT",
     "models_dir": "LITRAG_MODELS",
     "characters": "LITRAG_CHARACTERS",
+    "children": "LITRAG_CHILDREN",
     "llm_tools": "LITRAG_LLM_TOOLS",
     "answer_style": "LITRAG_ANSWER_STYLE",
 }
@@ -238,6 +246,11 @@ class Settings(BaseModel):
         description="Build the character index at ingest where litrag[narrative] is installed "
         "(LITRAG_CHARACTERS).",
     )
+    children: bool = Field(
+        default=True,
+        description="Store each book's paragraph children at ingest, its blocks snapped to them, "
+        "so retrieval ranks blocks through their paragraphs (LITRAG_CHILDREN).",
+    )
     answer_style: Literal["single", "quote"] | None = Field(
         default=None,
         description="How the LLM answers (LITRAG_ANSWER_STYLE): 'quote' names the sentences "
@@ -335,9 +348,10 @@ def retrieval_overrides(environ: dict[str, str] | None = None) -> dict[str, Any]
                 raise SettingsError(f"{var} must be one of hybrid, dense, sparse, got {raw!r}")
             out[key] = value
             continue
-        if key == "bm25_window_kind":
-            if value not in ("sentences", "paragraphs"):
-                raise SettingsError(f"{var} must be one of sentences, paragraphs, got {raw!r}")
+        if key in _RETRIEVAL_CHOICES:
+            if value not in _RETRIEVAL_CHOICES[key]:
+                choices = ", ".join(_RETRIEVAL_CHOICES[key])
+                raise SettingsError(f"{var} must be one of {choices}, got {raw!r}")
             out[key] = value
             continue
         try:

@@ -63,14 +63,16 @@ def engine_for(home, embed) -> Iterator:
             retrieval=retrieval,
             embed_model=embed,
             store=opened[0] if opened else None,
+            children_store=opened[1] if opened else None,
         )
         if not opened:
-            opened.append(e.retriever.vector_store)
+            opened.extend([e.retriever.vector_store, e.retriever.children_store])
         return e
 
     yield make
     for store in opened:
-        store.close()
+        if store is not None:
+            store.close()
 
 
 def store_ids(engine: BookQueryEngine, book_id: str) -> set[str]:

@@ -1,4 +1,4 @@
-"""Small-to-big (litrag.query.children): paragraph children, their parents, the collapse; and
+"""Small-to-big (litrag.chunkers.children): paragraph children, their parents, the collapse; and
 the property it is for, on real books: a block ranks through its children no lower than the
 paragraph chunker ranks its paragraph, up to the children that straddle two blocks."""
 
@@ -11,9 +11,12 @@ import pytest
 from llama_index.core.schema import Document, MetadataMode, TextNode
 
 from litrag.chunkers.baselines import paragraph_chunker
-from litrag.query.children import (
+from litrag.chunkers.children import (
+    PARENT_KEY,
+    ParagraphAligner,
     align_blocks,
     aligned_book,
+    block_children,
     book_children,
     chapter_children,
     child_id,
@@ -181,7 +184,14 @@ def test_aligned_book_gives_each_paragraph_child_exactly_one_block() -> None:
 
 
 # ------------------------------------------------------------------------ the property, real books
-PROPERTY_BOOKS = ("pg215_call_of_the_wild", "pg11_alice_in_wonderland")
+PROPERTY_BOOKS = (  # the six shared books: BM25 in memory, no embedding, so all of them
+    "pg215_call_of_the_wild",
+    "pg11_alice_in_wonderland",
+    "pg84_frankenstein",
+    "pg1342_pride_and_prejudice",
+    "pg158_emma",
+    "pg1661_adventures_of_sherlock_holmes",
+)
 
 
 def _first(ranked_texts: list[str], needles: list[str]) -> int | None:
@@ -283,7 +293,11 @@ def test_aligned_blocks_rank_no_lower_than_paragraphs(property_books: list) -> N
     text = _text
     checked = split = no_paragraph = above = flat_above = absorbed = 0
     for questions, docs, blocks, paragraphs in property_books:
-        aligned, kids, parents = aligned_book(blocks, docs)
+        # the library's own step (the ingest pipeline's ParagraphAligner), then its children
+        aligned = ParagraphAligner().for_chapters(docs)(blocks)
+        kids = block_children(aligned, docs)
+        parents = {k.node_id: [k.metadata[PARENT_KEY]] for k in kids}
+        assert [b.node_id for b in aligned] == [b.node_id for b in aligned_book(blocks, docs)[0]]
         absorbed += len(blocks) - len(aligned)
         assert [text(k) for k in kids] == [text(p) for p in paragraphs]  # the same chunking
         assert all(len(p) == 1 for p in parents.values()) and len(parents) == len(kids)
@@ -333,8 +347,19 @@ def test_the_eval_key_chunker_through_paragraphs() -> None:
     assert (spec.base_key, spec.children) == ("litseg-offline", "paragraphs")
     assert spec.label == "LitSeg offline through paragraph children"
     assert is_ours(spec.key)
-    (plain,) = chunker_specs(["litseg-offline"])
-    assert (plain.base_key, plain.children) == ("litseg-offline", "")
+    (plain,) = chunker_specs(["litseg-offline"])  # as the library ingests and ranks it
+    assert (plain.base_key, plain.children, plain.label) == (
+        "litseg-offline",
+        "aligned",
+        "LitSeg offline",
+    )
+    (blocks,) = chunker_specs(["litseg-offline>blocks"])  # the blocks scored themselves
+    assert (blocks.base_key, blocks.children) == ("litseg-offline", "")
+    assert blocks.label == "LitSeg offline ranked as blocks"
+    (sized,) = chunker_specs(["litseg-offline@200"])
+    assert sized.children == "aligned"
+    (reference,) = chunker_specs(["paragraphs"])
+    assert reference.children == ""
     with pytest.raises(ValueError, match="children"):
         chunker_specs(["litseg-offline>sentences"])
     (aligned,) = chunker_specs(["litseg-offline>aligned"])

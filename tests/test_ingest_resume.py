@@ -50,7 +50,7 @@ def points(home: Path) -> dict[str, tuple[str, str, np.ndarray]]:
             for n in lib.store.get_nodes()
         }
     finally:
-        lib.store.close()
+        lib.close()
 
 
 class ParsingThreads(BaseCallbackHandler):
@@ -84,7 +84,7 @@ def clean(shelf: Path, tmp_path_factory: pytest.TempPathFactory):
     lib.parser.callback_manager.add_handler(seen)
     report = lib.ingest([shelf])
     lib.parser.callback_manager.remove_handler(seen)
-    lib.store.close()
+    lib.close()
     assert sorted(report.ingested) == ["pg11", "pg215", "pg84"] and report.ok
     return home, report, seen.threads
 

@@ -288,7 +288,7 @@ def test_a_crash_between_the_store_write_and_the_registry_write(
         library.ingest([book])
     assert saves == ["pg215"]
     assert library.store.count() > 0
-    library.store.close()
+    library.close()
     monkeypatch.setattr(Library, "_save_record", real)
     code, _, err = run(home, "ask", QUESTION, "--no-llm", capsys=capsys)
     assert code == 2 and "its ingest did not finish: rerun it" in error_line(err)

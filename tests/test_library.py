@@ -56,7 +56,7 @@ def clean(shelf, tmp_path_factory):
     report = lib.ingest([shelf])
     points = all_points(lib)
     yield lib, report, points
-    lib.store.close()
+    lib.close()
 
 
 def test_ingest_lists_books_and_filters_by_book(clean):
@@ -109,7 +109,7 @@ def test_changed_book_replaces_its_nodes(shelf, tmp_path):
     assert any("Alice was growing weary" in t for t in texts)
     assert not any("Alice was beginning to get very tired" in t for t in texts)
     assert lib.book("pg11").nodes == len(texts)
-    lib.store.close()
+    lib.close()
 
 
 def test_another_file_of_the_same_ebook_replaces_it_and_says_so(shelf, books_dir, tmp_path):
@@ -124,7 +124,7 @@ def test_another_file_of_the_same_ebook_replaces_it_and_says_so(shelf, books_dir
     assert any(f"was {shelf / 'alice.txt'}, now {old_style}" in line for line in said), said
     assert [b.book_id for b in lib.books()] == ["pg11"]
     assert lib.book("pg11").source == str(old_style)
-    lib.store.close()
+    lib.close()
 
 
 def test_one_bad_book_does_not_stop_the_others(shelf, tmp_path):
@@ -143,7 +143,7 @@ def test_one_bad_book_does_not_stop_the_others(shelf, tmp_path):
     assert "no such file" in reasons[str(tmp_path / "missing.txt")]
     assert all("\n" not in r for r in reasons.values())
     assert [b.book_id for b in lib.books()] == ["pg11"]
-    lib.store.close()
+    lib.close()
 
 
 def test_size_limit_is_clear_and_raisable(tmp_path):
@@ -154,7 +154,7 @@ def test_size_limit_is_clear_and_raisable(tmp_path):
     ((path, reason),) = report.failed
     assert path == str(big) and "--max-mb" in reason
     assert lib.books() == []
-    lib.store.close()
+    lib.close()
 
 
 def cli(home: Path, *args: str, **kw) -> subprocess.Popen:
@@ -189,7 +189,7 @@ def test_killed_ingest_resumes_to_a_clean_result(clean, shelf, tmp_path):
     lib = library_at(home)
     assert all_points(lib) == clean_points
     assert all(b.status == "complete" for b in lib.books())
-    lib.store.close()
+    lib.close()
 
 
 def test_second_process_gets_a_clear_error(shelf, tmp_path):
@@ -199,7 +199,7 @@ def test_second_process_gets_a_clear_error(shelf, tmp_path):
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 2
     assert "QDRANT_URL" in err and "one process" in err
-    lib.store.close()
+    lib.close()
 
 
 def test_books_and_remove_commands(clean, shelf, tmp_path):

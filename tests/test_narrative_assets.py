@@ -307,7 +307,7 @@ def test_assets_with_a_real_llm_are_spoiler_safe_through_the_store(
     assets.close()
     # removing the book removes its assets
     assert library.remove(book_id)
-    library.store.close()
+    library.close()
     with AssetStore.open(tmp_path, s.collection) as again:
         assert again.count(book_id) == 0
     assert load_extractions(tmp_path, book_id) is None

@@ -181,7 +181,7 @@ def wild_library(books_dir, tmp_path_factory):
     report = lib.ingest([src])
     assert report.ok, report.failed
     yield lib, home, src
-    lib.store.close()
+    lib.close()
 
 
 def test_dogs_are_characters(wild_library):
@@ -281,7 +281,14 @@ def test_the_chat_ui_characters_panel_keeps_to_the_spoiler_limit(wild_library):
     from litrag.app.service import ChatService
 
     lib, home, _ = wild_library
-    ui = ChatApp(ChatService(Settings(home=home), store=lib.store, embed_model=lib.embed_model))
+    ui = ChatApp(
+        ChatService(
+            Settings(home=home),
+            store=lib.store,
+            children_store=lib.children_store,
+            embed_model=lib.embed_model,
+        )
+    )
     early = ui.characters_markdown(["pg215"], 1)
     assert "**Buck**" in early and "Spitz" not in early and "up to chapter 1" in early
     whole = ui.characters_markdown(["pg215"], 3)  # the slider's right end: the whole book

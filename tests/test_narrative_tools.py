@@ -226,6 +226,7 @@ def engine_at(wild, limit, llm=None, with_assets=True, top_k=None) -> NarrativeQ
         llm=llm,
         retrieval=retrieval,
         store=lib.store,
+        children_store=lib.children_store,
         embed_model=lib.embed_model,
     )
     t = tools_at(wild, limit, with_assets)
@@ -427,7 +428,7 @@ def test_routed_answer_from_a_real_llm(wild, llama_server):
 def test_litrag_ask_routes_and_no_route_does_not(wild, capsys):
     """Last: it closes the module's stores so the command can open them."""
     lib, home, assets = wild
-    lib.store.close()
+    lib.close()
     assets.close()
     code, out, err = cli(
         home, capsys, "ask", "Who is Buck?", "--upto-chapter", "1", "--no-llm", "--json"

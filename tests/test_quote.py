@@ -12,7 +12,12 @@ from scripted_llm import ScriptedLLM
 from test_answer import FATHER
 from test_retriever import WILD, ingested_shelf
 
-from litrag.builders import build_embed_model, build_query_engine, build_store
+from litrag.builders import (
+    build_children_store,
+    build_embed_model,
+    build_query_engine,
+    build_store,
+)
 from litrag.models.llama_server import SMOLLM2_CONTEXT, openai_like
 from litrag.query import quote
 from litrag.query.retriever import RetrievalSettings
@@ -66,18 +71,26 @@ def shelf(books_dir, tmp_path_factory):
     """The shared two-book shelf, its store opened once for the module (one opener at a time)."""
     home = ingested_shelf(books_dir, tmp_path_factory)
     s = Settings(home=home)
-    store = build_store(s)
+    store, children = build_store(s), build_children_store(s)
     try:
-        yield s, build_embed_model(s), store
+        yield s, build_embed_model(s), store, children
     finally:
         store.close()
+        children.close()
 
 
 def engine(shelf, llm, **kwargs):
-    s, embed, store = shelf
+    s, embed, store, children = shelf
     s = s.model_copy(update={"answer_style": "quote"})
     return build_query_engine(
-        s, WILD, llm=llm, embed_model=embed, store=store, streaming=False, **kwargs
+        s,
+        WILD,
+        llm=llm,
+        embed_model=embed,
+        store=store,
+        children_store=children,
+        streaming=False,
+        **kwargs,
     )
 
 

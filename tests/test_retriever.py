@@ -56,7 +56,7 @@ def ingested_shelf(books_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     try:
         report = lib.ingest([folder])
     finally:
-        lib.store.close()
+        lib.close()
     assert report.ok and sorted(report.ingested) == [ALICE, WILD], report.failed
     (root / "done").touch()
     return home

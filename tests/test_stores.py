@@ -14,6 +14,9 @@ from llama_index.core.vector_stores.types import (
 from test_library import short_book
 
 from litrag.builders import build_library
+from litrag.ingestion.book_points import count_points
+from litrag.query.answer_types import Source
+from litrag.query.retriever import BookRetriever
 from litrag.query.stores import make_vector_store, qdrant_client_settings, store_description
 from litrag.settings import Settings
 
@@ -68,5 +71,12 @@ def test_same_pipeline_against_qdrant_client(books_dir, tmp_path, monkeypatch):
         )
     )
     assert res.nodes and all(n.metadata["book_id"] == "pg215" for n in res.nodes)
-    assert any("Manuel" in n.get_content() for n in res.nodes)
+    # the paragraph children sit in a collection of their own on the server, and the product's
+    # retrieval ranks the blocks through them there too
+    assert type(lib.children_store).__name__ == "QdrantVectorStore"
+    assert count_points(lib.children_store, "pg215") == lib.book("pg215").children > 5
+    through = BookRetriever(lib.store, lib.embed_model, "pg215", children_store=lib.children_store)
+    got = through.retrieve("Manuel doubled a piece of stout rope around Buck's neck")
+    assert any("Manuel" in n.node.get_content() for n in got)
+    assert all(Source.from_node(1, n).evidence for n in got)
     assert Path(tmp_path / "server").exists() and not (tmp_path / "home" / "index").exists()

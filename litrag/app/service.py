@@ -23,6 +23,7 @@ from llama_index.core.base.base_query_engine import BaseQueryEngine
 from litrag.builders import (
     AnswerLLM,
     build_character_indexer,
+    build_children_store,
     build_embed_model,
     build_parser,
     build_routed_engine,
@@ -78,18 +79,22 @@ class ChatService:
         store: Any = None,
         embed_model: Any = None,
         answer_llm: AnswerLLM | None = None,
+        children_store: Any = None,
         llm_note: str | None = None,
     ) -> None:
         self.settings = settings
         self.embed_model = embed_model if embed_model is not None else build_embed_model(settings)
-        if store is None:
+        dim = windows = None
+        if store is None or (settings.children and children_store is None):
             dim = len(self.embed_model.get_text_embedding("dimension probe"))
-            store = build_shared_store(
-                settings,
-                dense_dim=dim,
-                window_doc_fn=build_window_encoder(self.embed_model),
-            )
+            windows = build_window_encoder(self.embed_model)
+        if store is None:
+            store = build_shared_store(settings, dense_dim=dim, window_doc_fn=windows)
         self.store = store
+        # The blocks' paragraph children (small-to-big), written by ingests, read by engines.
+        if settings.children and children_store is None:
+            children_store = build_children_store(settings, dim, windows, thread_safe=True)
+        self.children_store = children_store
         self.answer_llm = answer_llm
         # Why there is no LLM (--no-llm, or the local model did not start): shown with answers.
         self.llm_note = llm_note
@@ -123,6 +128,7 @@ class ChatService:
                     max_bytes=self.max_bytes,
                     characters=build_character_indexer(self.settings),
                     assets=_SharedAssetRemover(self),
+                    children_store=self.children_store,
                 )
             return self._library
 
@@ -347,6 +353,7 @@ class ChatService:
                     llm_health=self.answer_llm.diagnose if llm is not None else None,
                     retrieval=settings,
                     store=self.store,
+                    children_store=self.children_store,
                     embed_model=self.embed_model,
                     records=records,
                 )
@@ -373,8 +380,9 @@ class ChatService:
             self.answer_llm.close()
         if self._assets is not None:
             self._assets.close()
-        if hasattr(self.store, "close"):
-            self.store.close()
+        for store in (self.store, self.children_store):
+            if hasattr(store, "close"):
+                store.close()
 
 
 class _SharedAssetRemover:

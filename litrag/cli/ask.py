@@ -17,9 +17,9 @@ from litrag.cli.common import add_backend_flag, settings_from_args
 
 
 def _close_store(engine: Any) -> None:
-    store = engine.retriever.vector_store
-    if hasattr(store, "close"):
-        store.close()
+    for store in (engine.retriever.vector_store, getattr(engine.retriever, "children_store", None)):
+        if hasattr(store, "close"):
+            store.close()
     if hasattr(engine, "close"):  # a routed engine's asset store
         engine.close()
 

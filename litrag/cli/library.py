@@ -157,7 +157,7 @@ def _run_ingest(
         return 130
     finally:
         if hasattr(library.store, "close"):
-            library.store.close()  # flushed: every batch stored so far is kept
+            library.close()  # flushed: every batch stored so far is kept
     if no_assets and args.strict_assets:
         return 1
     return 0 if report.ok else 1
@@ -274,16 +274,17 @@ def _cmd_remove(args: argparse.Namespace) -> int:
     if not any(r.book_id == args.book for r in Library.read_registry(s.home)):
         print(f"error: no book {args.book!r} in {s.home} (see: litrag books)", file=sys.stderr)
         return 2
+    from litrag.builders import build_asset_remover, build_children_store, has_children
     from litrag.query.edge_store import StoreLockedError
 
+    records = Library.read_registry(s.home)
     try:
         store = build_store(s)
+        kids = build_children_store(s) if has_children(s, records, [args.book]) else None
     except StoreLockedError as exc:
         print(f"error: {_locked_message(s.home, exc)}", file=sys.stderr)
         return 2
-    from litrag.builders import build_asset_remover
-
-    Library(s.home, store, assets=build_asset_remover(s)).remove(args.book)
+    Library(s.home, store, assets=build_asset_remover(s), children_store=kids).remove(args.book)
     print(f"removed {args.book}")
     return 0
 

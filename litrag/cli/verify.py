@@ -45,7 +45,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         points = library.store.count() if hasattr(library.store, "count") else 0
     finally:
         if hasattr(library.store, "close"):
-            library.store.close()
+            library.close()
     code = _report(more, done + fixed, args.repair)
     if code == 0:
         print(f"ok: {books} book{'s' * (books != 1)}, {points} points; registry and store agree")

@@ -240,8 +240,10 @@ def _engine(
     index: HarnessIndex | None,
     library: Any,
     store: Any,
+    children_store: Any = None,
 ) -> Any:
-    """A ``BookQueryEngine`` for ``book``: over the harness index, or the library's store."""
+    """A ``BookQueryEngine`` for ``book``: over the harness index, or the library's store (and
+    its children's, where the book has them)."""
     from litrag.query.answer import BookQueryEngine
     from litrag.query.retriever import BookRetriever
 
@@ -272,6 +274,7 @@ def _engine(
         llm_description=gen.identity,
         retrieval=retrieval,
         store=store,
+        children_store=children_store,
         streaming=False,
     )
     engine.answer_tokens = gen.answer_tokens
@@ -363,7 +366,7 @@ def evaluate_answers(
         judge.cache = cache
     emb_cache = None
     index: HarnessIndex | None = None
-    shared_store = None
+    shared_store = shared_children = None
     rows: list[AnswerRow] = []
     generated = cached = 0
     gen_seconds = 0.0
@@ -386,9 +389,10 @@ def evaluate_answers(
             source_label = f"library at {library.home}"
         for book_file, qs in by_book.items():
             book = load_eval_book(book_file, books_dir)
-            engine = _engine(book, gen, retrieval, index, library, shared_store)
+            engine = _engine(book, gen, retrieval, index, library, shared_store, shared_children)
             if library is not None:
                 shared_store = engine.retriever.vector_store  # one opener: reuse it
+                shared_children = engine.retriever.children_store or shared_children
             chunk_key = chunker if library is None else f"library:{library.home}"
             for q in qs:
                 row, hit = _evaluate_one(engine, q, book, gen, chunk_key, cache, scorer, judge)
@@ -407,8 +411,9 @@ def evaluate_answers(
     finally:
         if index is not None:
             index.close()
-        if shared_store is not None and hasattr(shared_store, "close"):
-            shared_store.close()
+        for opened in (shared_store, shared_children):
+            if opened is not None and hasattr(opened, "close"):
+                opened.close()
         if emb_cache is not None:
             emb_cache.close()
         if judge is not None and lend_cache:

@@ -17,7 +17,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -32,12 +32,17 @@ from litrag.eval.embedding_cache import CachedEmbedder, CachedEmbedding, text_ke
 
 CHILDREN_SEP = ">"  # ``litseg-offline>paragraphs``: blocks ranked through paragraph children
 # ``paragraphs``: the blocks as chunked, a child over two blocks ranks both; ``aligned``: each
-# child in one block, the blocks snapped to their children (``query.children.aligned_book``)
-CHILDREN_KINDS = ("paragraphs", "aligned")
+# child in one block, the blocks snapped to their children (``chunkers.children.aligned_book``)
+# ``blocks``: the blocks themselves are scored (how the library ranked before children).
+CHILDREN_KINDS = ("paragraphs", "aligned", "blocks")
 CHILDREN_LABELS = {
     "paragraphs": "through paragraph children",
     "aligned": "aligned to paragraph children",
+    "blocks": "ranked as blocks",
 }
+# The node parsers the library ingests with: their plain keys mean what ``litrag ask`` does,
+# blocks aligned to paragraph children and ranked through them (``CHUNKER>blocks``: not).
+AS_INGESTED = ("litseg-offline", "litseg-lite", "litseg")
 _ID_NAMESPACE = uuid.UUID("1b6f0e0a-2f4c-4f7e-9a53-5d0c8e4a7b21")
 
 
@@ -256,42 +261,49 @@ def chunker_specs(
             if kind not in CHILDREN_KINDS or CHILDREN_SEP in base:
                 raise ValueError(
                     f"unknown children {kind!r} in {key!r}: use CHUNKER>paragraphs (the "
-                    "chunker's blocks ranked through the paragraph chunker's pieces) or "
-                    "CHUNKER>aligned (its blocks snapped to those pieces, one block each)"
+                    "chunker's blocks ranked through the paragraph chunker's pieces), "
+                    "CHUNKER>aligned (its blocks snapped to those pieces, one block each) or "
+                    "CHUNKER>blocks (the blocks scored themselves)"
                 )
-            (spec,) = chunker_specs([base], llm, embedder)
+            spec = _plain_spec(base, llm, embedder)
             label = f"{spec.label} {CHILDREN_LABELS[kind]}"
-            out.append(ChunkerSpec(key, label, spec.make, spec.identity, spec.slow, kind))
-        elif key in CHUNKERS:
-            out.append(CHUNKERS[key])
-        elif (sized := sized_spec(key)) is not None:
-            out.append(sized)
-        elif key == SEMANTIC_CHUNKER:
-            if embedder is not None:
-                model, name = CachedEmbedding(embedder), embedder.model_key
-                out.append(
-                    ChunkerSpec(key, "semantic p95", lambda m=model: semantic_chunker(m), name)
-                )
-            else:
-                out.append(ChunkerSpec(key, "semantic p95", _semantic_minilm, "all-MiniLM-L6-v2"))
-        elif key in LLM_CHUNKERS:
-            if llm is None:
-                raise ValueError(
-                    f"chunker {key!r} needs an LLM: give --llm-url (and --model) or --local-llm"
-                )
-            label, make = LLM_CHUNKERS[key]
-            if key.startswith("perplexity") and llm.model_path is None:
-                raise ValueError(f"chunker {key!r} runs a GGUF model in process: give --local-llm")
-            settings = f"units<={llm.max_unit_words}w, retries {llm.max_retries}"
-            ident = f"{llm.name} ({settings})"
-            out.append(ChunkerSpec(key, label, lambda m=make: m(llm), ident, slow=True))
+            children = "" if kind == "blocks" else kind
+            out.append(ChunkerSpec(key, label, spec.make, spec.identity, spec.slow, children))
+        elif key.split("@", 1)[0] in AS_INGESTED:  # as the library ingests and ranks it
+            spec = _plain_spec(key, llm, embedder)
+            out.append(replace(spec, children="aligned"))
         else:
-            raise ValueError(
-                f"unknown chunker {key!r}; choose from {', '.join(ALL_CHUNKERS)} "
-                "(or a sized variant: litseg-offline@WORDS, paragraphs@WORDS; or one ranked "
-                "through paragraph children: CHUNKER>paragraphs, CHUNKER>aligned)"
-            )
+            out.append(_plain_spec(key, llm, embedder))
     return out
+
+
+def _plain_spec(key: str, llm: ChunkerLLM | None, embedder: CachedEmbedder | None) -> ChunkerSpec:
+    """The spec of a key without children (its blocks scored as chunked)."""
+    if key in CHUNKERS:
+        return CHUNKERS[key]
+    if (sized := sized_spec(key)) is not None:
+        return sized
+    if key == SEMANTIC_CHUNKER:
+        if embedder is not None:
+            model, name = CachedEmbedding(embedder), embedder.model_key
+            return ChunkerSpec(key, "semantic p95", lambda m=model: semantic_chunker(m), name)
+        return ChunkerSpec(key, "semantic p95", _semantic_minilm, "all-MiniLM-L6-v2")
+    if key in LLM_CHUNKERS:
+        if llm is None:
+            raise ValueError(
+                f"chunker {key!r} needs an LLM: give --llm-url (and --model) or --local-llm"
+            )
+        label, make = LLM_CHUNKERS[key]
+        if key.startswith("perplexity") and llm.model_path is None:
+            raise ValueError(f"chunker {key!r} runs a GGUF model in process: give --local-llm")
+        settings = f"units<={llm.max_unit_words}w, retries {llm.max_retries}"
+        ident = f"{llm.name} ({settings})"
+        return ChunkerSpec(key, label, lambda m=make: m(llm), ident, slow=True)
+    raise ValueError(
+        f"unknown chunker {key!r}; choose from {', '.join(ALL_CHUNKERS)} "
+        "(or a sized variant: litseg-offline@WORDS, paragraphs@WORDS; or one ranked "
+        "through paragraph children: CHUNKER>paragraphs, CHUNKER>aligned, CHUNKER>blocks)"
+    )
 
 
 @lru_cache(maxsize=1)

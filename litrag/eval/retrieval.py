@@ -19,11 +19,11 @@ not in the book text at all are data errors: dropped and listed. Spans the book 
 holds whole are misses in every mode and make up the "split" share (the recall ceiling).
 
 ``CHUNKER>paragraphs`` (e.g. ``litseg-offline>paragraphs``) is small-to-big: the store holds the
-book's paragraph children (``query.children``: the ``paragraphs`` chunker's very chunks, stored
+book's paragraph children (``chunkers.children``: the ``paragraphs`` chunker's very chunks, stored
 as its run stores them, so their ranking and cached embeddings are that run's) and each query's
 ranked children collapse to the chunker's blocks by each block's best child; the blocks are
 scored. ``CHUNKER>aligned`` stores the same children but scores the blocks snapped to them
-(``query.children.aligned_book``: each child in one block, each block the union of its children).
+(``chunkers.children.aligned_book``: each child in one block, each block the union of its children).
 
 The chunkers by key and their cached chunkings are ``registry``'s, the questions and books
 ``questions``'s, the embedding cache ``embedding_cache``'s: a rerun, or a run with one new chunker,
@@ -50,6 +50,7 @@ from llama_index.core.vector_stores.types import (
 )
 
 from litrag.chunkers.baselines import word_count
+from litrag.chunkers.children import aligned_book, book_children, collapse
 from litrag.eval.embedding_cache import CachedEmbedder, EmbeddingCache, windowed_minilm_embedder
 from litrag.eval.environment import environment
 from litrag.eval.metrics import Aggregate, QuestionScore, aggregate
@@ -63,7 +64,6 @@ from litrag.eval.registry import (
     slug,
 )
 from litrag.eval.spans import normalize
-from litrag.query.children import aligned_book, book_children, collapse
 from litrag.query.window_bm25 import DEFAULT_POOL
 from litrag.query.windows import SentenceWindowEncoder
 

@@ -30,6 +30,7 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from tqdm.auto import tqdm
 
+from litrag.chunkers.children import ParagraphAligner, block_children
 from litrag.ingestion.book_points import BookScan, book_filter, count_points
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.damage import REPAIR, LibraryDamagedError, Problem
@@ -93,8 +94,15 @@ class Library:
         prefetch: bool = True,
         characters: CharacterIndexer | None = None,
         assets: AssetRemover | None = None,
+        children_store: BasePydanticVectorStore | None = None,
     ) -> None:
         self.home = Path(home)
+        # Small-to-big: with a store for them, each book's blocks are snapped to its paragraph
+        # children (ParagraphAligner) and the children are embedded and stored there, so
+        # retrieval ranks blocks through them (litrag.query.retriever, rank_through).
+        self.children_store = children_store
+        self.aligner = ParagraphAligner() if children_store is not None else None
+        self._children_windows = 0.0  # window seconds of the book's children, for its figures
         # A removed or replaced book loses its assets.
         self.assets = assets
         # Each block's characters in its payload.
@@ -134,6 +142,12 @@ class Library:
         # (book id, chapters stored, chapters); read by the CLI's Ctrl-C line.
         self.completed: list[str] = []
         self.in_progress: tuple[str, int, int] | None = None
+
+    def close(self) -> None:
+        """Release the stores (the embedded store's lock): the blocks' and the children's."""
+        for store in (self.store, self.children_store):
+            if store is not None and hasattr(store, "close"):
+                store.close()
 
     # -- registry -------------------------------------------------------------------------
 
@@ -176,6 +190,7 @@ class Library:
             {
                 "parser": self.parser.to_dict(),
                 "embed": self.embed_model.to_dict(),
+                **({"aligner": self.aligner.to_dict()} if self.aligner else {}),
                 **({"characters": self.characters.fingerprint()} if self.characters else {}),
             },
             sort_keys=True,
@@ -217,6 +232,8 @@ class Library:
             say("building the search index")
             t0 = time.perf_counter()
             self.store.optimize()
+            if self.children_store is not None and hasattr(self.children_store, "optimize"):
+                self.children_store.optimize()
             report.optimize_s = round(time.perf_counter() - t0, 2)
         return report
 
@@ -297,7 +314,8 @@ class Library:
         if old is not None and old.fingerprint == fp and old.status == "complete":
             stored = count_points(self.store, book.book_id)
             indexed = not self.characters or index_path(self.home, book.book_id).is_file()
-            if stored == old.nodes and indexed:
+            kids = self._count_children(book.book_id)
+            if stored == old.nodes and indexed and kids == old.children:
                 report.unchanged.append(book.book_id)
                 say(f"  {book.book_id} unchanged")
                 if catalog_row and old.catalog != catalog_row:  # metadata only: no re-ingest
@@ -308,12 +326,13 @@ class Library:
                 return
             # Never "unchanged" for a book whose points are gone: ingest it again (the cache
             # gives back its segmentation and embeddings).
-            say(
-                f"  {book.book_id}: its character index is missing: ingesting it again"
-                if stored == old.nodes
-                else f"  {book.book_id}: the store holds {stored} of its {old.nodes} blocks: "
-                "ingesting it again"
-            )
+            if stored != old.nodes:
+                why = f"the store holds {stored} of its {old.nodes} blocks"
+            elif kids != old.children:
+                why = f"the store holds {kids} of its {old.children} paragraph children"
+            else:
+                why = "its character index is missing"
+            say(f"  {book.book_id}: {why}: ingesting it again")
             self._drop_nodes(book.book_id)
         elif old is not None and not old.fingerprint:
             say(
@@ -339,6 +358,7 @@ class Library:
         self._save_record(record)
         timer = _Timer()
         windows_before = getattr(self.window_encoder, "seconds", 0.0)
+        self._children_windows = 0.0
         for component in (self.parser, self.embed_model):
             component.callback_manager.add_handler(timer)
         tagger = None
@@ -346,8 +366,13 @@ class Library:
             t_chars = time.perf_counter()
             tagger = self.characters.prepare(book.book_id, docs)
             timer.add("characters", time.perf_counter() - t_chars)
+        steps = [
+            self.parser,
+            *([self.aligner] if self.aligner else []),
+            *([tagger] if tagger else []),
+        ]
         pipeline = IngestionPipeline(
-            transformations=[self.parser, *([tagger] if tagger else []), self.embed_model],
+            transformations=[*steps, self.embed_model],
             vector_store=self.store,
             docstore=self.docstore,
             docstore_strategy=DocstoreStrategy.UPSERTS,
@@ -363,9 +388,13 @@ class Library:
                 batch = docs[start : start + self.batch_chapters]
                 t_run = time.perf_counter()
                 before = timer.get("segment") + timer.get("embed")
-                pipeline.run(documents=batch, show_progress=False)
+                if self.aligner is not None:
+                    self.aligner.for_chapters(batch)
+                blocks = pipeline.run(documents=batch, show_progress=False)
                 inner = timer.get("segment") + timer.get("embed") - before
                 timer.add("store", time.perf_counter() - t_run - inner)
+                if self.children_store is not None:
+                    self._store_children(blocks, batch, timer)
                 self._persist_state()  # a kill after this line loses nothing of this batch
                 self.in_progress = (book.book_id, start + len(batch), len(docs))
                 bar.update(len(batch))
@@ -378,9 +407,11 @@ class Library:
             self.characters.finish(book.book_id, self.store)
             timer.add("characters", time.perf_counter() - t_chars)
         record.nodes = self._count_nodes(book.book_id)
+        record.children = self._count_children(book.book_id)
         record.status = "complete"
         record.ingested_at = time.strftime("%Y-%m-%d %H:%M:%S")
         windows = getattr(self.window_encoder, "seconds", 0.0) - windows_before
+        windows -= self._children_windows  # counted in embed_children
         timer.add("segment", early.pop("segment", 0.0))  # done ahead, beside the last book
         totals = timer.totals()
         if "embed" in totals:  # the window vectors are embedded through the same model
@@ -397,8 +428,37 @@ class Library:
     def _count_nodes(self, book_id: str) -> int:
         return count_points(self.store, book_id)
 
+    def _count_children(self, book_id: str) -> int:
+        """The book's paragraph children in their store (0 without one)."""
+        if self.children_store is None:
+            return 0
+        return count_points(self.children_store, book_id)
+
+    def _store_children(self, blocks: list[BaseNode], chapters: list[Any], timer: _Timer) -> None:
+        """Embed and store the paragraph children of a batch's (aligned, stored) blocks.
+
+        Called before the batch's docstore is persisted, so a run killed here redoes the
+        batch on resume: blocks and children are upserts with stable ids."""
+        if not blocks:
+            return
+        kids = block_children(blocks, chapters)
+        before = timer.get("embed")
+        windows_before = getattr(self.window_encoder, "seconds", 0.0)
+        kids = self.embed_model(kids)
+        t0 = time.perf_counter()
+        assert self.children_store is not None
+        self.children_store.add(kids)  # the store embeds their windows here
+        windows = getattr(self.window_encoder, "seconds", 0.0) - windows_before
+        timer.add("store", time.perf_counter() - t0 - windows)
+        # Their embedding (whole vectors and windows, both through the embedder's callbacks)
+        # has a figure of its own: out of "embed", and out of the window clock.
+        timer.move("embed", "embed_children", timer.get("embed") - before)
+        self._children_windows += windows
+
     def _drop_nodes(self, book_id: str) -> None:
         self.store.delete_nodes(filters=book_filter(book_id))
+        if self.children_store is not None:
+            self.children_store.delete_nodes(filters=book_filter(book_id))
         remove_index(self.home, book_id)
         if self.assets is not None:
             self.assets.remove(book_id)
@@ -437,9 +497,12 @@ class Library:
         if self.embed_model is None:
             raise ValueError("this Library was opened without an embedder: read-only")
         nodes = self.store.get_nodes(filters=book_filter(book_id))
-        for start in range(0, len(nodes), 256):
-            batch = self.embed_model(nodes[start : start + 256])
-            self.store.add(batch)
+        for store in (self.store, self.children_store):
+            if store is None:
+                continue
+            points = nodes if store is self.store else store.get_nodes(filters=book_filter(book_id))
+            for start in range(0, len(points), 256):
+                store.add(self.embed_model(points[start : start + 256]))
         return len(nodes)
 
     def restore_record(self, book_id: str, scan: BookScan) -> BookRecord:
@@ -550,6 +613,12 @@ class _Timer(BaseCallbackHandler):
 
     def get(self, name: str) -> float:
         return self._totals.get(name, 0.0)
+
+    def move(self, src: str, dst: str, seconds: float) -> None:
+        """Count ``seconds`` of ``src`` under ``dst`` instead."""
+        seconds = min(max(seconds, 0.0), self.get(src))
+        self._totals[src] = self.get(src) - seconds
+        self.add(dst, seconds)
 
     def totals(self) -> dict[str, float]:
         return {k: round(v, 2) for k, v in self._totals.items()}

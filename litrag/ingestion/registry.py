@@ -34,6 +34,7 @@ class BookRecord:
     ingested_at: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
     catalog: dict[str, Any] = field(default_factory=dict)  # its pg_catalog.csv row, if given
+    children: int = 0  # paragraph children stored to rank its blocks (0: ranked as blocks)
 
 
 def read_registry(home: Path) -> list[BookRecord]:

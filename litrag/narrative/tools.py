@@ -201,6 +201,7 @@ class NarrativeTools:
             reranker=self.blocks.reranker,
             characters=list(ids),
             every_character=every,
+            children_store=self.blocks.children_store,
         )
 
     def _by_id(self, ids: Sequence[str], limit: int | None) -> list[NodeWithScore]:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from llama_index.core.base.response.schema import RESPONSE_TYPE, StreamingResponse
 from llama_index.core.bridge.pydantic import BaseModel, Field
-from llama_index.core.schema import NodeWithScore
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore
 
 from litrag.segment.parser import CONTEXT_JOIN
 
@@ -48,6 +48,11 @@ class Source(BaseModel):
         description="What the LLM read of the passage when the engine focuses passages on the "
         "question ('[...]' marks left-out sentences); None: it read the whole passage.",
     )
+    evidence: str | None = Field(
+        default=None,
+        description="The paragraph of the block that ranked it (retrieval through paragraph "
+        "children), the part a reader is shown first; None: the block was ranked whole.",
+    )
 
     @classmethod
     def from_node(cls, rank: int, nws: NodeWithScore, excerpt: str | None = None) -> Source:
@@ -65,6 +70,7 @@ class Source(BaseModel):
             sentence_to=int(m.get("sentence_to", 0)),
             text=passage(nws),
             excerpt=excerpt,
+            evidence=_evidence(nws.node),
         )
 
     def citation(self) -> str:
@@ -231,3 +237,11 @@ class AnswerStream:
         for _ in self:
             pass
         return self._run.answer(self._text)
+
+
+def _evidence(node: BaseNode) -> str | None:
+    """The winning child's text, from the offsets the retriever put on the block."""
+    a, b = node.metadata.get("evidence_start"), node.metadata.get("evidence_end")
+    if not isinstance(a, int) or not isinstance(b, int) or b <= a:
+        return None
+    return node.get_content(metadata_mode=MetadataMode.NONE)[a:b] or None

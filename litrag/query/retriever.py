@@ -30,7 +30,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
     FilterCondition,
@@ -40,6 +40,8 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQuery,
     VectorStoreQueryMode,
 )
+
+from litrag.chunkers.children import PARENT_KEY
 
 if TYPE_CHECKING:
     from litrag.settings import Settings
@@ -112,6 +114,22 @@ class RetrievalSettings(BaseModel):
         ),
     )
     top_k: int = Field(default=5, ge=1, description="Blocks returned (and given to the LLM).")
+    rank_through: Literal["children", "blocks"] = Field(
+        default="children",
+        description=(
+            "What is scored: each block's paragraph children (small-to-big: a block ranks where "
+            "its best paragraph ranks among paragraphs), or the blocks themselves. Children need "
+            "a library ingested with them; without, blocks are scored."
+        ),
+    )
+    child_top_k: int = Field(
+        default=20,
+        ge=1,
+        description=(
+            "Children per list (dense and BM25) when ranking through children; their fused "
+            "union collapses to blocks by each block's best child."
+        ),
+    )
 
     @classmethod
     def from_preset(cls, preset: str = "embedded", **overrides: Any) -> RetrievalSettings:
@@ -137,7 +155,7 @@ class RetrievalSettings(BaseModel):
             return max(self.candidates, self.top_k)
         return self.dense_top_k + self.sparse_top_k if reranking else self.top_k
 
-    def describe(self, reranker: str | None = None) -> str:
+    def describe(self, reranker: str | None = None, through_children: bool = False) -> str:
         if self.mode == "hybrid":
             how = (
                 f"hybrid dense top {self.dense_top_k} + BM25 top {self.sparse_top_k} "
@@ -150,6 +168,8 @@ class RetrievalSettings(BaseModel):
         if self.mode != "dense" and self.bm25_windows > 0:
             what = "windows" if self.bm25_window_kind == "sentences" else "paragraph children"
             how += f", BM25 {what} {self.bm25_windows:g}"
+        if through_children:
+            how = f"paragraph children: {how} (top {self.child_top_k} each), best child per block"
         rr = f", reranked by {reranker}" if reranker else ", no reranker"
         return f"{self.preset}: {how}{rr}, top {self.top_k}"
 
@@ -289,8 +309,11 @@ class BookRetriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
         characters: Sequence[str] | None = None,
         every_character: bool = False,
+        children_store: BasePydanticVectorStore | None = None,
     ) -> None:
         super().__init__(callback_manager=callback_manager)
+        # The blocks' paragraph children (litrag.chunkers.children), when the library has them.
+        self.children_store = children_store
         self.characters = list(characters or [])  # only blocks naming one of them
         self.every_character = every_character  # ... or naming each of them
         self.vector_store = vector_store
@@ -325,9 +348,14 @@ class BookRetriever(BaseRetriever):
         """Titles of the selected books (ids where the titles are unknown)."""
         return [(self.books or {}).get(b, b) for b in self.book_ids]
 
+    @property
+    def through_children(self) -> bool:
+        """Whether blocks are ranked through their paragraph children."""
+        return self.children_store is not None and self.settings.rank_through == "children"
+
     def describe(self) -> str:
         name = type(self.reranker).__name__ if self.reranker is not None else None
-        return self.settings.describe(name)
+        return self.settings.describe(name, self.through_children)
 
     def vector_query(self, question: str) -> VectorStoreQuery:
         """The store query for ``question``: the spoiler limit is in its ``filters``."""
@@ -349,20 +377,64 @@ class BookRetriever(BaseRetriever):
             filters=self._filters,
         )
 
+    def child_query(self, question: str) -> VectorStoreQuery:
+        """The children's store query: ``child_top_k`` deep lists, their whole fused union."""
+        k = self.settings.child_top_k
+        query = self.vector_query(question)
+        query.similarity_top_k = k
+        query.sparse_top_k = k
+        query.hybrid_top_k = 2 * k
+        return query
+
+    def _search(
+        self, store: BasePydanticVectorStore, query: VectorStoreQuery
+    ) -> list[NodeWithScore]:
+        extra = {}
+        if hasattr(store, "sparse_window_weight"):  # the Edge store re-scores
+            extra["sparse_window_weight"] = self.settings.bm25_windows
+            extra["sparse_window_kind"] = self.settings.bm25_window_kind
+        result = store.query(query, **extra)
+        sims = result.similarities or [None] * len(result.nodes or [])
+        return [
+            NodeWithScore(node=n, score=s) for n, s in zip(result.nodes or [], sims, strict=True)
+        ]
+
+    def rank_children(self, question: str) -> list[NodeWithScore]:
+        """The paragraph children for ``question``, best first, under the same filters (books,
+        spoiler limit, characters) and BM25 re-scoring as blocks."""
+        if self.children_store is None:
+            raise ValueError("this retriever has no children's store")
+        return self._search(self.children_store, self.child_query(question))
+
+    def _through_children(self, question: str) -> list[NodeWithScore]:
+        """Blocks in the order of each one's best child (small-to-big); each block carries
+        that child's span as its evidence (``EVIDENCE_KEYS``)."""
+        children = self.rank_children(question)
+        best: dict[str, NodeWithScore] = {}
+        for child in children:  # best first
+            parent = child.node.metadata.get(PARENT_KEY)
+            if parent and parent not in best:
+                best[str(parent)] = child
+        found = {n.node_id: n for n in self.vector_store.get_nodes(node_ids=list(best))}
+        if missing := [b for b in best if b not in found]:
+            logger.error("%d ranked children have no block in the store", len(missing))
+        out = []
+        for parent, child in best.items():
+            block = found.get(parent)
+            if block is None:
+                continue
+            out.append(NodeWithScore(node=with_evidence(block, child.node), score=child.score))
+        return out
+
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         question = query_bundle.query_str.strip()
         if not question:
             raise ValueError("the question is empty")
-        extra = {}
-        if hasattr(self.vector_store, "sparse_window_weight"):  # the Edge store re-scores
-            extra["sparse_window_weight"] = self.settings.bm25_windows
-            extra["sparse_window_kind"] = self.settings.bm25_window_kind
-        result = self.vector_store.query(self.vector_query(question), **extra)
-        sims = result.similarities or [None] * len(result.nodes or [])
-        nodes = [
-            NodeWithScore(node=n, score=s) for n, s in zip(result.nodes or [], sims, strict=True)
-        ]
-        if self.settings.mode != "hybrid":
+        if self.through_children:
+            nodes = self._through_children(question)
+        else:
+            nodes = self._search(self.vector_store, self.vector_query(question))
+        if self.settings.mode != "hybrid" or self.through_children:
             nodes = nodes[: self.settings.candidate_count(self.reranker is not None)]
         # Defence in depth: the store already filtered; a leak here would be a store bug.
         kept = [n for n in nodes if n.node.metadata.get("book_id") in self.book_ids]
@@ -372,3 +444,20 @@ class BookRetriever(BaseRetriever):
         if self.reranker is not None and kept:
             kept = self.reranker.postprocess_nodes(kept, query_bundle=query_bundle)
         return kept[: self.settings.top_k]
+
+
+EVIDENCE_KEYS = ("evidence_start", "evidence_end")  # the winning child, in the block's text
+
+
+def with_evidence(block: BaseNode, child: BaseNode) -> BaseNode:
+    """``block`` with the span of ``child`` (its paragraph that ranked it) in its metadata, as
+    offsets into the block's text; kept out of the embedding and LLM views."""
+    a, b = block.start_char_idx, child.start_char_idx
+    if a is None or b is None or child.end_char_idx is None:
+        return block
+    start = max(b - a, 0)
+    end = max(min(child.end_char_idx - a, len(block.get_content(MetadataMode.NONE))), start)
+    block.metadata[EVIDENCE_KEYS[0]], block.metadata[EVIDENCE_KEYS[1]] = start, end
+    for keys in (block.excluded_embed_metadata_keys, block.excluded_llm_metadata_keys):
+        keys.extend(k for k in EVIDENCE_KEYS if k not in keys)
+    return block

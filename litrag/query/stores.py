@@ -24,6 +24,17 @@ SPARSE_NAME = "text-sparse"
 EDGE_IDF_SCOPE: Literal["collection", "filter"] = "filter"
 
 
+# BM25's average document length (terms) of a paragraph-children collection: the mean over the
+# six shared books' 3,152 children (paragraphs merged to <= 200 words, embedding view), as
+# the eval harness fits it for a paragraph index.
+CHILD_AVG_LEN = 88.0
+
+
+def children_collection(collection: str) -> str:
+    """The collection of ``collection``'s paragraph children (small-to-big ranking)."""
+    return f"{collection}-children"
+
+
 def store_description(url: str | None = None) -> str:
     return f"Qdrant server at {url}" if url else "embedded Qdrant Edge"
 
@@ -87,6 +98,24 @@ def qdrant_client_settings(url: str, api_key: str | None) -> dict[str, Any]:
     return {"url": url, "api_key": api_key}
 
 
+_LOCAL_CLIENTS: dict[str, Any] = {}  # qdrant-client local mode: one client per folder and process
+
+
+def _client(url: str, api_key: str | None, make: Any) -> Any:
+    """A client for ``url``. Local mode (``path:DIR``) locks its folder per client, so the
+    collections of one library (blocks, children, assets) share one client in a process."""
+    if not url.startswith("path:"):
+        return make(**qdrant_client_settings(url, api_key))
+    held = _LOCAL_CLIENTS.get(url)
+    if (
+        held is None
+        or getattr(held, "closed", False)
+        or getattr(getattr(held, "_client", None), "closed", False)
+    ):
+        _LOCAL_CLIENTS[url] = make(**qdrant_client_settings(url, api_key))
+    return _LOCAL_CLIENTS[url]
+
+
 def _server_store(
     url: str,
     api_key: str | None,
@@ -111,7 +140,7 @@ def _server_store(
         # warning and a traceback); warnings of a server that answers are shown as ever.
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
-            client = QdrantClient(**qdrant_client_settings(url, api_key))
+            client = _client(url, api_key, QdrantClient)
             client.get_collections()
         for w in said:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

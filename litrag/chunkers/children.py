@@ -28,9 +28,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
-from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, TextNode
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.schema import (
+    BaseNode,
+    MetadataMode,
+    NodeRelationship,
+    TextNode,
+    TransformComponent,
+)
 
 from litrag.chunkers.baselines import MERGE_WORDS, paragraph_chunker
 from litrag.segment.sentences import Sentence, split_sentences
@@ -242,3 +249,69 @@ def aligned_book(
     kept = {b.node_id for b in out}
     _relink(out, {b.node_id: b for b in blocks if b.node_id not in kept})  # across chapters
     return out, children, parents
+
+
+PARENT_KEY = "parent_id"  # a child's payload: the id of the block it ranks
+CHILD_KEYS = (PARENT_KEY,)  # bookkeeping, kept out of the embedding and LLM views
+
+
+def block_children(
+    blocks: Sequence[BaseNode], chapters: Sequence[BaseNode], *, max_words: int = MERGE_WORDS
+) -> list[TextNode]:
+    """The paragraph children of aligned ``blocks`` (``ParagraphAligner``'s output), each with
+    its block's id under ``parent_id`` and the block's ``characters`` (so a character filter
+    selects the same children as blocks). A child of no block is dropped, as in
+    ``chapter_children``; every kept child lies inside exactly one block."""
+    by_id = {b.node_id: b for b in blocks}
+    children, parents = book_children(blocks, chapters, max_words=max_words, straddle="major")
+    for child in children:
+        parent = by_id[parents[child.node_id][0]]
+        child.metadata[PARENT_KEY] = parent.node_id
+        if "characters" in parent.metadata:
+            child.metadata["characters"] = list(parent.metadata["characters"])
+        for keys in (child.excluded_embed_metadata_keys, child.excluded_llm_metadata_keys):
+            keys.extend(k for k in (*CHILD_KEYS, "characters") if k not in keys)
+    return children
+
+
+class ParagraphAligner(TransformComponent):
+    """Snap each chapter's blocks to its paragraph children (``align_blocks``).
+
+    A pipeline step after any block parser (LitSeg's or another): each block becomes the exact
+    union of the paragraph chunker's pieces it holds most of, so ranking the blocks through
+    those pieces (``block_children``, ``collapse``) places a block no lower than its best
+    paragraph ranks among paragraphs. The chapters come from ``for_chapters``, since a pipeline
+    step sees only the blocks; a block of a chapter it was not given is an error.
+    """
+
+    max_words: int = Field(
+        default=MERGE_WORDS,
+        gt=0,
+        description="Words per paragraph child (the paragraph "
+        "chunker's merge size); the blocks snap to these pieces.",
+    )
+    _chapters: dict[str, BaseNode] = PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ParagraphAligner"
+
+    def for_chapters(self, chapters: Iterable[BaseNode]) -> ParagraphAligner:
+        """Give the chapters whose blocks come next (their text is what the pieces are cut
+        from); returns self."""
+        self._chapters = {c.node_id: c for c in chapters}
+        return self
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
+        by_chapter: dict[str, list[BaseNode]] = {}
+        for node in nodes:
+            by_chapter.setdefault(node.ref_doc_id or "", []).append(node)
+        if stray := [k for k in by_chapter if k not in self._chapters]:
+            raise ValueError(f"ParagraphAligner was not given the chapters {stray[:3]}")
+        out: list[BaseNode] = []
+        for chapter_id, blocks in by_chapter.items():
+            chapter = self._chapters[chapter_id]
+            kids, _ = chapter_children(blocks, chapter, max_words=self.max_words, straddle="major")
+            aligned, _ = align_blocks(chapter, blocks, kids)
+            out += aligned
+        return out
