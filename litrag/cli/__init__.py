@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what reports quote as the command
     try:
+        settings.check_environment()  # a mistyped LITRAG_* variable stops every command
         return args.func(args)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
