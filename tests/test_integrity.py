@@ -344,3 +344,45 @@ def test_a_registry_row_that_is_not_a_book_is_named(damaged, capsys):
     (damaged / "books.json").write_text(json.dumps({"pg215": {"book_id": "pg215"}}))
     code, _, err = run(damaged, "books", capsys=capsys)
     assert code == 2 and "books.json is damaged: not a registry" in error_line(err)
+
+
+def test_a_book_ingested_by_a_relative_path_is_repaired_from_anywhere(
+    book, tmp_path, clean_citations, capsys, monkeypatch
+):
+    """Issue 33, bug 1: the registry kept the path as typed (``wild.txt``), so a repair run from
+    another folder could not find the book. It keeps the absolute, resolved path now."""
+    home = tmp_path / "home"
+    monkeypatch.chdir(book.parent)
+    code, _, err = run(home, "ingest", "-q", book.name, capsys=capsys)
+    assert code == 0, err
+    rows = json.loads((home / "books.json").read_text())
+    assert rows["pg215"]["source"] == str(book.resolve())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    shutil.rmtree(index(home) / "shard")
+    code, out, err = run(home, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert f"repaired: pg215: ingested again from {book.resolve()}" in out
+    assert citations(home, capsys) == clean_citations
+
+
+def test_an_older_registry_with_relative_paths_is_migrated_on_open(
+    damaged, book, tmp_path, clean_citations, capsys, monkeypatch
+):
+    """A registry written before paths were resolved: opened from the folder its path is
+    relative to, the path is made absolute, so a later repair from elsewhere finds the book."""
+    registry = damaged / "books.json"
+    rows = json.loads(registry.read_text())
+    rows["pg215"]["source"] = book.name
+    registry.write_text(json.dumps(rows))
+    monkeypatch.chdir(book.parent)
+    code, out, err = run(damaged, "verify", capsys=capsys)
+    assert code == 0, out + err
+    assert json.loads(registry.read_text())["pg215"]["source"] == str(book.resolve())
+    monkeypatch.chdir(tmp_path)
+    shutil.rmtree(index(damaged) / "shard")
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert citations(damaged, capsys) == clean_citations
+
