@@ -386,3 +386,42 @@ def test_an_older_registry_with_relative_paths_is_migrated_on_open(
     assert code == 0, out + err
     assert citations(damaged, capsys) == clean_citations
 
+
+def test_a_registry_emptied_to_braces_is_damage_not_an_empty_library(
+    damaged, clean_citations, capsys
+):
+    """Issue 33, bug 5: ``books.json`` holding ``{}`` while the store holds a book was "no
+    books" / "the library is empty"; it is a damaged registry, and the repair restores it."""
+    (damaged / "books.json").write_text("{}")
+    for command in (["books"], ["ask", QUESTION, "--no-llm"]):
+        code, _, err = run(damaged, *command, capsys=capsys)
+        line = error_line(err)
+        assert code == 2, command
+        assert "books.json is damaged: it lists no books, but the library holds 1 (pg215)" in line
+        assert "litrag verify --repair" in line and "no books in" not in err
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert "pg215: restored to the registry" in out
+    assert citations(damaged, capsys) == clean_citations
+
+
+def test_a_character_index_cut_short_is_named_and_rebuilt(damaged, clean_citations, capsys):
+    """Issue 33, bug 4: a truncated ``characters/pg215.json`` was a pydantic dump on every
+    question and ``verify`` said ok; now asking names the file and the repair in one line, and
+    ``verify --repair`` rebuilds the index as it was."""
+    path = damaged / "characters" / "pg215.json"
+    before = json.loads(path.read_text())
+    path.write_text(path.read_text()[:300])
+    for command in (["ask", QUESTION, "--no-llm"], ["characters", "pg215"]):
+        code, _, err = run(damaged, *command, capsys=capsys)
+        line = error_line(err)
+        assert code == 2 and f"{path} is damaged (not valid JSON" in line, command
+        assert line.endswith("run `litrag verify --repair` (rebuilds it)")
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1 and "problem: pg215 (The Call of the Wild):" in out
+    assert f"{path} is damaged" in out
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert "set the damaged character index aside" in out and "pg215: ingested again" in out
+    assert json.loads(path.read_text()) == before
+    assert citations(damaged, capsys) == clean_citations

@@ -78,6 +78,9 @@ def _known_error(exc: BaseException) -> str | None:
 
     if isinstance(exc, LibraryDamagedError):
         return str(exc)
+    narrative = sys.modules.get("litrag.narrative.jsonfile")
+    if narrative is not None and isinstance(exc, narrative.DamagedFileError):
+        return str(exc)
     edge = sys.modules.get("litrag.query.edge_store")
     if edge is not None and isinstance(exc, (edge.StoreConfigError, edge.StoreLockedError)):
         return str(exc)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from litrag.ingestion.book_points import BookScan, count_points
 from litrag.ingestion.damage import REPAIR, LibraryDamagedError, Problem, read_json, set_aside
 from litrag.ingestion.registry import BookRecord, read_registry
+from litrag.narrative.index import index_path
 
 if TYPE_CHECKING:
     from llama_index.core.vector_stores.types import BasePydanticVectorStore
@@ -44,6 +45,7 @@ def check_files(
     from litrag.query.edge_schema import config_mismatch, read_config, shard_config_path
 
     home = Path(home)
+    records = list(records)
     books = [r for r in records if r.status == "complete"]
     if not embedded:
         return []
@@ -59,6 +61,8 @@ def check_files(
                 )
             ]
         return []
+    if not records:
+        return _registry_emptied(home)
     if not books:
         return []
     n = len(books)
@@ -93,6 +97,32 @@ def check_files(
             Problem(f"{folder}: {wrong}", f"{REPAIR} (rebuilds it from the shard)", "store-config")
         ]
     return []
+
+
+def _registry_emptied(home: Path) -> list[Problem]:
+    """A registry that lists no book while the docstore still holds chapters of some: the
+    registry lost its rows (``{}``), it is not an empty library. The docstore is the evidence
+    a file can give (removing a book removes its chapters there too)."""
+    path = home / "docstore.json"
+    if not path.is_file():
+        return []
+    try:
+        data = read_json(path, "docstore-file", REPAIR)
+    except LibraryDamagedError:
+        return []  # named by the docstore's own check
+    hashes = data.get("docstore/metadata", {}) if isinstance(data, dict) else {}
+    books = sorted({str(d).split(":", 1)[0] for d in hashes if ":" in str(d)})
+    if not books:
+        return []
+    shown = ", ".join(books[:3]) + (", ..." if len(books) > 3 else "")
+    return [
+        Problem(
+            f"{home / 'books.json'} is damaged: it lists no books, but the library holds "
+            f"{len(books)} ({shown})",
+            f"{REPAIR} (rebuilds the registry from the store)",
+            "unregistered",
+        )
+    ]
 
 
 # ------------------------------------------------------------------------------- the store
@@ -255,6 +285,18 @@ def check_library_files(
     return problems, done
 
 
+def _damaged_character_index(home: Path, book_id: str) -> str | None:
+    """Why the book's character index does not read back, or None (absent or sound)."""
+    from litrag.narrative.index import load_index
+    from litrag.narrative.jsonfile import DamagedFileError
+
+    try:
+        load_index(home, book_id)
+    except DamagedFileError as exc:
+        return str(exc).split(": run `litrag verify", 1)[0]
+    return None
+
+
 def verify_library(
     library: Library, repair: bool, say: Callable[[str], None] = lambda _m: None
 ) -> tuple[list[Problem], list[str]]:
@@ -312,7 +354,18 @@ def verify_library(
                 else:
                     problems.append(p)
                 continue
-            continue
+            damaged = _damaged_character_index(library.home, book_id)
+            if damaged is None:
+                continue
+            p = Problem(
+                f"{label}: {damaged}",
+                f"{REPAIR} (rebuilds it: re-ingests the book from {rec.source or 'its source'})",
+                "characters",
+                book_id,
+            )
+            if repair:
+                dest = set_aside(index_path(library.home, book_id))
+                done.append(f"{book_id}: set the damaged character index aside as {dest.name}")
         if not repair:
             problems.append(p)
             continue
@@ -321,6 +374,15 @@ def verify_library(
         if why is None:
             done.append(f"{book_id}: ingested again from {rec.source}")
             touched = True
+        elif p.kind == "characters":  # asking works without it; ingest rebuilds it
+            problems.append(
+                Problem(
+                    f"{label}: its character index could not be rebuilt",
+                    f"{why}; ingest the book again with `litrag ingest FILE`",
+                    p.kind,
+                    book_id,
+                )
+            )
         elif p.kind == "vectors":
             n = library.reembed(book_id)
             done.append(f"{book_id}: embedded its {n} stored blocks again ({why})")
