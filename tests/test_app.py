@@ -178,6 +178,42 @@ def test_spoiler_limit_is_respected(app):
     assert all(s.chapter_index <= 1 for s in body.answer().sources)
 
 
+def test_no_listing_names_what_comes_after_the_spoiler_limit(app):
+    """Issue 33, bug 8: with the slider at chapter 1, no panel, endpoint or CLI listing shows a
+    chapter title or a character of chapter 2 on: the Chapters panel listed every title, and
+    ``/profile`` with an unknown value answered Gradio's refusal listing every character."""
+    from litrag.narrative.index import load_index
+
+    index = load_index(app.home, WILD)
+    assert index is not None
+    met = {c.id for c in index.upto(1)}
+    later = [c for c in index.characters if c.id not in met]
+    later_titles = [t for i, t in app.service.chapters(WILD) if i > 1]
+    assert later and later_titles
+    client = Client(app.url, verbose=False)
+    replies = [
+        client.predict([WILD], 1, api_name="/select_books"),
+        client.predict([WILD], 1, api_name="/chapters"),
+        client.predict([WILD], 1, api_name="/characters"),
+        client.predict([WILD], 1, f"{WILD}:{later[0].id}", api_name="/profile"),
+        client.predict([WILD], 1, f"{WILD}:nobody-of-this-name", api_name="/profile"),
+        client.predict([WILD], 1, "not a character", api_name="/profile"),
+    ]
+    for args in (["--upto-chapter", "1"], ["--upto-chapter", "1", "--json"]):
+        proc = litrag(app.home, "characters", WILD, *args)
+        assert proc.returncode == 0, proc.stderr
+        replies.append(proc.stdout + proc.stderr)
+    text = json.dumps(replies, ensure_ascii=False)
+    leaked = [w for w in later_titles + [c.name for c in later] if w in text]
+    assert not leaked, leaked
+    assert "Into the Primitive" in text  # chapter 1 is listed
+    assert "1 more part past your spoiler limit (titles hidden)" in text
+    assert "Nobody of that name is met up to this chapter" in text
+    # the right end of the slider (no limit) lists every chapter again
+    _, chapters = client.predict([WILD], 2, api_name="/select_books")
+    assert all(t in chapters for t in later_titles) and "past your spoiler limit" not in chapters
+
+
 def test_bad_input_is_one_clear_line(app):
     client = Client(app.url, verbose=False)
     _, history, _, line, _ = chat(client, "   ", [WILD])

@@ -214,14 +214,24 @@ class ChatApp:
         rows = {r.book_id: r.chapters for r in self.service.books()}
         return max((rows.get(b, 1) for b in book_ids), default=1)
 
-    def chapters_markdown(self, book_ids: Sequence[str]) -> str:
+    def chapters_markdown(self, book_ids: Sequence[str], upto: float | None = None) -> str:
+        """The chapter titles a reader at the slider has read; past the spoiler limit only
+        their count (a title such as "The Death of ..." is a spoiler)."""
         if not book_ids:
             return "*Choose one or more books above.*"
+        limit = self.spoiler_limit(book_ids, upto)
         titles = {r.book_id: r.title for r in self.service.books()}
         parts = []
         for b in book_ids:
             rows = self.service.chapters(b)
-            lines = "\n".join(f"{i}. {_esc(t)}" if i else f"- {_esc(t)}" for i, t in rows)
+            shown = [(i, t) for i, t in rows if limit is None or i <= limit]
+            lines = "\n".join(f"{i}. {_esc(t)}" if i else f"- {_esc(t)}" for i, t in shown)
+            hidden = len(rows) - len(shown)
+            if hidden:
+                lines += (
+                    f"\n\n*{hidden} more part{'s' * (hidden != 1)} past your spoiler limit "
+                    "(titles hidden).*"
+                )
             parts.append(f"**{_esc(titles.get(b, b))}** ({len(rows)} parts)\n\n{lines}")
         return "\n\n".join(parts)
 
@@ -313,7 +323,7 @@ class ChatApp:
         state = {**state, "upto_max": top}
         value = top if was_all else min(int(upto), top)
         slider = gr.Slider(minimum=0, maximum=top, step=1, value=value)
-        return slider, self.chapters_markdown(book_ids), state
+        return slider, self.chapters_markdown(book_ids, value), state
 
     def refresh(self, state: dict) -> Any:
         """On page load: books another session uploaded are listed too."""
@@ -324,7 +334,7 @@ class ChatApp:
         return (
             gr.CheckboxGroup(choices=choices, value=first),
             gr.Slider(minimum=0, maximum=top, step=1, value=top),
-            self.chapters_markdown(first),
+            self.chapters_markdown(first, top),
             self.characters_markdown(first, top),
             gr.Dropdown(choices=people, value=who),
             self.profile_markdown(first, top, who),
@@ -524,7 +534,9 @@ class ChatApp:
                         elem_id="upto",
                     )
                     with gr.Accordion("Chapters", open=False):
-                        chapters = gr.Markdown(self.chapters_markdown(first), elem_id="chapters")
+                        chapters = gr.Markdown(
+                            self.chapters_markdown(first, top), elem_id="chapters"
+                        )
                     with gr.Accordion("Characters", open=False):
                         people = gr.Markdown(
                             self.characters_markdown(first, top), elem_id="characters"
@@ -536,6 +548,10 @@ class ChatApp:
                             label="Profile of",
                             info="What the book has told of them up to the slider's chapter.",
                             elem_id="profile-of",
+                            # our handler answers an unknown name ("Nobody of that name ..."):
+                            # Gradio's own refusal lists every choice the page started with,
+                            # characters met after the spoiler limit among them
+                            allow_custom_value=True,
                         )
                         profile = gr.Markdown(
                             self.profile_markdown(first, top, chosen),
@@ -615,6 +631,11 @@ class ChatApp:
                     inputs=[books, upto],
                     outputs=[people],
                     api_name="characters",
+                ).then(
+                    self.chapters_markdown,
+                    inputs=[books, upto],
+                    outputs=[chapters],
+                    api_name="chapters",
                 )
             )
             who.input(
