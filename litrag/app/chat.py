@@ -47,9 +47,21 @@ _PROGRESS = re.compile(r"^\[(\d+)/(\d+)\]")
 
 
 # ------------------------------------------------------------------------------ rendering
+_URL_START = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*):(?=//)|\b(www)\.")
+
+
 def _esc(text: str) -> str:
-    """Text of a book inside Markdown: HTML escaped, Markdown's emphasis marks kept literal."""
-    return re.sub(r"([*_`#\[\]])", r"\\\1", html.escape(text, quote=False))
+    """Text of a book or a model inside Markdown, shown as written: HTML escaped (an
+    ``<img src=...>`` is shown, never fetched by the reader's browser), Markdown's marks kept
+    literal (no link, no image, no emphasis), and a URL's ``://`` or ``www.`` escaped so the
+    renderer does not turn it into a link."""
+    out = re.sub(r"([*_`#\[\]])", r"\\\1", html.escape(text, quote=False))
+    return _URL_START.sub(lambda m: f"{m.group(1)}\\:" if m.group(1) else "www\\.", out)
+
+
+def render_text(text: str) -> str:
+    """A model's or a reader's text for the chat bubble (``_esc``), its line breaks kept."""
+    return "  \n".join(_esc(text).splitlines())
 
 
 def read_parts(src: Source) -> list[str]:
@@ -371,14 +383,17 @@ class ChatApp:
             return
         history = [Turn(**t) for t in state.get("turns", [])]
         limit = self.spoiler_limit(book_ids, upto)
-        chat += [{"role": "user", "content": question}, {"role": "assistant", "content": "…"}]
+        chat += [
+            {"role": "user", "content": render_text(question)},
+            {"role": "assistant", "content": "…"},
+        ]
         yield "", chat, gr.skip(), "Searching the book …", state, gr.skip()
         try:
             stream, standalone = self.service.ask(
                 question, book_ids, upto_chapter=limit, history=history
             )
         except ValueError as exc:  # a book gone from the library, an empty question
-            chat[-1] = {"role": "assistant", "content": f"⚠ {exc}"}
+            chat[-1] = {"role": "assistant", "content": f"⚠ {render_text(str(exc))}"}
             yield "", chat, gr.skip(), f"⚠ {exc}", state, gr.skip()
             return
         preview = Answer(
@@ -395,7 +410,7 @@ class ChatApp:
         text = ""
         for piece in stream:
             text += piece
-            chat[-1] = {"role": "assistant", "content": text}
+            chat[-1] = {"role": "assistant", "content": render_text(text)}
             yield "", chat, sources_md, "Answering …", state, gr.skip()
         answer = self.service.finished(stream, question, standalone)
         shown = answer.text
@@ -404,7 +419,7 @@ class ChatApp:
             if answer.sources:
                 note += " The passages it was given are listed under Sources."
             shown = f"{shown}\n\n{note}" if shown else note
-        chat[-1] = {"role": "assistant", "content": shown}
+        chat[-1] = {"role": "assistant", "content": render_text(shown)}
         if answer.sources:
             chat.append(
                 {
