@@ -211,6 +211,35 @@ def test_zero_filled_window_vectors_are_named_and_embedded_again(damaged, clean_
     assert citations(damaged, capsys) == clean_citations
 
 
+def test_zeroed_sparse_vectors_are_named_and_rebuilt(damaged, clean_citations, capsys):
+    """Issue 33, bug 3: every BM25 sparse vector zeroed in the shard: ``verify`` said ok and
+    the hybrid search's answers changed. Now asking and ``verify`` name them, the repair
+    re-derives them."""
+    import qdrant_edge as qe
+
+    shard = qe.EdgeShard.load(str(index(damaged) / "shard"))
+    recs, _ = shard.scroll(qe.ScrollRequest(limit=10_000, with_payload=True, with_vector=True))
+    points = []
+    for r in recs:
+        vectors = dict(r.vector)
+        sparse = vectors["text-sparse"]
+        vectors["text-sparse"] = qe.SparseVector(list(sparse.indices), [0.0] * len(sparse.indices))
+        points.append(qe.Point(id=r.id, vector=vectors, payload=r.payload))
+    shard.update(qe.UpdateOperation.upsert_points(points))
+    shard.flush()
+    shard.close()
+    assert points
+    code, _, err = run(damaged, "ask", QUESTION, "--no-llm", capsys=capsys)
+    line = error_line(err)
+    assert code == 2 and "text-sparse vectors are zero" in line and "--repair" in line
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1 and "text-sparse vectors of some blocks are zero" in out
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert "repaired: pg215: ingested again" in out
+    assert citations(damaged, capsys) == clean_citations
+
+
 def test_truncated_registry_is_named_and_rebuilt_from_the_store(damaged, clean_citations, capsys):
     registry = damaged / "books.json"
     registry.write_text(registry.read_text()[:40])

@@ -127,8 +127,9 @@ def _registry_emptied(home: Path) -> list[Problem]:
 
 # ------------------------------------------------------------------------------- the store
 def zero_vectors(vectors: dict[str, Any] | None, names: Sequence[str]) -> list[str]:
-    """The names among ``names`` whose vector (or every vector of a multivector) is all zeros or
-    absent: a point a search can never find by meaning."""
+    """The names among ``names`` whose vector (or every vector of a multivector) is all zeros,
+    holds a NaN or infinity, or is absent: a point a search can never find by meaning (dense)
+    or by its words (a sparse BM25 vector, zeroed: ``verify`` said ok and answers changed)."""
     bad = []
     vectors = vectors or {}
     for name in names:
@@ -136,8 +137,13 @@ def zero_vectors(vectors: dict[str, Any] | None, names: Sequence[str]) -> list[s
         if v is None:
             bad.append(name)
             continue
-        rows = v if v and isinstance(v[0], (list, tuple)) else [v]
-        if all(math.fsum(x * x for x in row) < 1e-12 for row in rows):
+        if hasattr(v, "indices") and hasattr(v, "values"):  # a sparse vector
+            rows = [list(v.values)]
+        else:
+            rows = v if v and isinstance(v[0], (list, tuple)) else [v]
+        if any(not math.isfinite(x) for row in rows for x in row) or all(
+            math.fsum(x * x for x in row) < 1e-12 for row in rows
+        ):
             bad.append(name)
     return bad
 
@@ -201,7 +207,12 @@ def vector_names(store: BasePydanticVectorStore) -> list[str]:
     cfg = getattr(store, "config", None)
     if cfg is None:
         return []
-    return [n for n in (cfg.dense_vector_name, cfg.window_vector_name) if n]
+    names = (
+        cfg.dense_vector_name,
+        cfg.window_vector_name,
+        getattr(cfg, "sparse_vector_name", None),
+    )
+    return [n for n in names if n]
 
 
 def sample_vectors(store: BasePydanticVectorStore, book_id: str) -> list[str]:
