@@ -240,6 +240,39 @@ def test_zeroed_sparse_vectors_are_named_and_rebuilt(damaged, clean_citations, c
     assert citations(damaged, capsys) == clean_citations
 
 
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "segments/*/segment.json",
+        "segments/*/payload_storage/config.json",
+        "segments/*/vector_storage-text-dense/vectors/status.dat",  # the engine panics on it
+        "wal/first-index",
+    ],
+)
+def test_a_store_file_cut_short_is_named_and_repaired(damaged, clean_citations, pattern, capsys):
+    """Issue 33, bug 2: a shard file cut short gave the engine's "Service runtime error" (or a
+    Rust panic) with no advice, ``verify`` did not name it and ``--repair`` could not fix it.
+    Now asking says the store is damaged and how to repair it, ``verify`` names it, and the
+    repair sets the shard aside and brings back the clean library's citations."""
+    (path,) = (index(damaged) / "shard").glob(pattern)
+    with open(path, "r+b") as fh:
+        fh.truncate(path.stat().st_size // 2)
+    code, _, err = run(damaged, "ask", QUESTION, "--no-llm", capsys=capsys)
+    line = error_line(err)
+    assert code == 2 and f"the store {index(damaged) / 'shard'} is damaged (" in line, err
+    assert line.endswith(
+        "run `litrag verify --repair` (sets it aside and ingests the books again "
+        "from their sources)"
+    )
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1 and "problem: the store" in out and "is damaged" in out
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert "set the damaged store" in out and "repaired: pg215: ingested again" in out
+    assert list(index(damaged).glob("shard.damaged-*"))  # kept, not deleted
+    assert citations(damaged, capsys) == clean_citations
+
+
 def test_truncated_registry_is_named_and_rebuilt_from_the_store(damaged, clean_citations, capsys):
     registry = damaged / "books.json"
     registry.write_text(registry.read_text()[:40])

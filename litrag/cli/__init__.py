@@ -82,7 +82,8 @@ def _known_error(exc: BaseException) -> str | None:
     if narrative is not None and isinstance(exc, narrative.DamagedFileError):
         return str(exc)
     edge = sys.modules.get("litrag.query.edge_store")
-    if edge is not None and isinstance(exc, (edge.StoreConfigError, edge.StoreLockedError)):
+    known = (edge.StoreConfigError, edge.StoreLockedError, edge.StoreDamagedError) if edge else ()
+    if edge is not None and isinstance(exc, known):
         return str(exc)
     return None
 

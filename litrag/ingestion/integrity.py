@@ -293,7 +293,32 @@ def check_library_files(
             )
     else:
         problems.extend(found)
+    if not found:
+        problems.extend(_check_shard(folder, repair, done))
     return problems, done
+
+
+def _check_shard(folder: Path, repair: bool, done: list[str]) -> list[Problem]:
+    """The engine's own files: the shard loads. A damaged one is set aside (kept) by the
+    repair; the books whose points went with it are then ingested again from their sources
+    (``verify_library``), as after a deleted shard."""
+    from litrag.query.edge_open import probe_shard
+
+    damage = probe_shard(folder)
+    if damage is None:
+        return []
+    shard = folder / "shard"
+    if repair:
+        dest = set_aside(shard)
+        done.append(f"set the damaged store {shard} aside as {dest.name}")
+        return []
+    return [
+        Problem(
+            f"the store {shard} is damaged ({damage})",
+            f"{REPAIR} (sets it aside and ingests the books again from their sources)",
+            "store-damaged",
+        )
+    ]
 
 
 def _damaged_character_index(home: Path, book_id: str) -> str | None:
