@@ -60,8 +60,9 @@ def _esc(text: str) -> str:
 
 
 def render_text(text: str) -> str:
-    """A model's or a reader's text for the chat bubble (``_esc``), its line breaks kept."""
-    return "  \n".join(_esc(text).splitlines())
+    """A model's or a reader's text for the chat bubble, shown as written (``_esc``); the
+    Chatbot keeps its line breaks."""
+    return _esc(text)
 
 
 def read_parts(src: Source) -> list[str]:
