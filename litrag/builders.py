@@ -305,7 +305,12 @@ def build_answer_llm(s: Settings, max_tokens: int = 256) -> AnswerLLM:
     for backend ``vllm`` without a server URL.
     """
     from litrag.models.llama_server import LlamaServer, local_model_path
-    from litrag.models.served import answering_needs_a_server, describe, server_llm
+    from litrag.models.served import (
+        answering_needs_a_server,
+        describe,
+        fitted_context_window,
+        server_llm,
+    )
 
     backend = llm_backend(s)
     if backend == "vllm" and not s.llm_url:
@@ -315,7 +320,7 @@ def build_answer_llm(s: Settings, max_tokens: int = 256) -> AnswerLLM:
             backend,
             s.llm_url,
             s.llm_model,
-            context_window=s.llm_context,
+            context_window=fitted_context_window(s.llm_url, s.llm_api_key, s.llm_context),
             timeout=s.llm_timeout or 120.0,
             max_tokens=max_tokens,
             # Qwen3's non-thinking recommendation, unless LITRAG_LLM_TEMPERATURE says otherwise

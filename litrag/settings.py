@@ -26,7 +26,9 @@ decides what else to import.
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -86,6 +88,51 @@ ENV_VARS = {
 class SettingsError(ValueError):
     """A setting (environment variable or flag) holds a value litrag cannot use; the message is
     one line that starts with the variable's or flag's name."""
+
+
+# LITRAG_* variables read outside ENV_VARS: by the helpers below, and by the shell scripts in
+# scripts/ (installing, deploying); known, so the environment check does not refuse them.
+OTHER_VARS = (
+    "LITRAG_DEBUG",
+    "LITRAG_DATA",
+    "LITRAG_WORDNET",
+    "LITRAG_BERTSCORE_MODEL",
+    "LITRAG_GGUF_CONVERTER",
+    "LITRAG_EXTRAS",
+    "LITRAG_LLAMA_CMAKE_ARGS",
+    "LITRAG_WHEELHOUSE",
+    "LITRAG_VLLM_HOST",
+    "LITRAG_VLLM_PORT",
+    "LITRAG_VLLM_STARTUP",
+    "LITRAG_GEN_MAX_LEN",
+    "LITRAG_SEG_MAX_LEN",
+)
+
+
+def known_variables() -> tuple[str, ...]:
+    """Every ``LITRAG_*`` name litrag or its scripts read."""
+    own = [v for v in ENV_VARS.values() if v.startswith("LITRAG_")]
+    retrieval = [f"LITRAG_RETRIEVAL_{k.upper()}" for k in RETRIEVAL_FIELDS]
+    return (*own, *retrieval, *OTHER_VARS)
+
+
+def check_environment(environ: dict[str, str] | None = None) -> None:
+    """Refuse an unknown ``LITRAG_*`` variable, naming the nearest known one: a mistyped
+    name (an S added to ``LITRAG_LLM_TIMEOUT``) would otherwise be ignored and the default used."""
+    env = os.environ if environ is None else environ
+    known = known_variables()
+    for var in sorted(env):
+        if not var.startswith("LITRAG_") or var in known:
+            continue
+        raise SettingsError(f"unknown setting {var}{_nearest(var, known)}")
+
+
+def _nearest(var: str, known: Sequence[str]) -> str:
+    """``; did you mean X?`` for the known name nearest ``var`` (compared without the shared
+    ``LITRAG_`` prefix, which would make every name look alike), or nothing."""
+    tails = {k.removeprefix("LITRAG_"): k for k in known}
+    near = difflib.get_close_matches(var.removeprefix("LITRAG_"), list(tails), n=1, cutoff=0.6)
+    return f"; did you mean {tails[near[0]]}?" if near else ""
 
 
 def home() -> Path:
@@ -188,6 +235,7 @@ class Settings(BaseModel):
     llm_temperature: float | None = Field(
         default=None,
         ge=0,
+        allow_inf_nan=False,
         description="Answering temperature (LITRAG_LLM_TEMPERATURE); None: 0.7 for a server "
         "(Qwen3's advice), 0 for the local model.",
     )
@@ -209,7 +257,9 @@ class Settings(BaseModel):
     )
     workers: int = Field(default=4, ge=1, description="LLM calls in flight while segmenting.")
     collection: str = Field(default=DEFAULT_COLLECTION, min_length=1, description="Collection.")
-    max_mb: float = Field(default=16.0, gt=0, description="Books larger than this are refused.")
+    max_mb: float = Field(
+        default=16.0, gt=0, allow_inf_nan=False, description="Books larger than this are refused."
+    )
     retrieval: Literal["embedded", "paper"] = Field(
         default="embedded", description="Retrieval preset (LITRAG_RETRIEVAL)."
     )
@@ -235,6 +285,7 @@ class Settings(BaseModel):
     llm_timeout: float | None = Field(
         default=None,
         gt=0,
+        allow_inf_nan=False,
         description="Seconds the LLM may be silent; None: 120 for a server, 900 for the local one.",
     )
     llm_context: int = Field(default=4096, ge=256, description="Context window, tokens.")
@@ -264,6 +315,7 @@ class Settings(BaseModel):
     )
 
     def __init__(self, names_: dict[str, str] | None = None, **data: Any) -> None:
+        check_environment()
         names = dict(names_ or {})
         raw: dict[str, Any] = {}
         for name, var in ENV_VARS.items():
@@ -332,13 +384,14 @@ def retrieval_overrides(environ: dict[str, str] | None = None) -> dict[str, Any]
     value is a ``SettingsError`` naming the variable."""
     env = os.environ if environ is None else environ
     out: dict[str, Any] = {}
-    known = ", ".join(f"LITRAG_RETRIEVAL_{k.upper()}" for k in RETRIEVAL_FIELDS)
+    known = [f"LITRAG_RETRIEVAL_{k.upper()}" for k in RETRIEVAL_FIELDS]
     for var, raw in sorted(env.items()):
         if not var.startswith("LITRAG_RETRIEVAL_"):
             continue
         key = var[len("LITRAG_RETRIEVAL_") :].lower()
         if key not in RETRIEVAL_FIELDS:
-            raise SettingsError(f"{var} is not a setting; the known ones: {known}")
+            hint = _nearest(var, known) or f"; the known ones: {', '.join(known)}"
+            raise SettingsError(f"unknown setting {var}{hint}")
         value = raw.strip()
         if not value:
             continue

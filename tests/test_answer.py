@@ -341,3 +341,34 @@ def test_cli_local_llm_killed_mid_answer_is_one_clear_line(home):
     assert "Traceback" not in err and "Fatal Python error" not in err
     assert "Sources (" in out and "[1] The Call of the Wild" in out
     assert out.split("Sources (")[0].strip()  # the partial answer was kept
+
+
+@pytest.mark.llm
+@pytest.mark.parametrize("backend", ["openai-like", "vllm"])
+def test_a_server_window_smaller_than_the_prompt_is_one_clear_error(home, tmp_path, backend):
+    """Issue 33, bug 10: a real llama.cpp server started with a 512-token window, asked with
+    the default 4096-token budget: its stream ends without a word, which the openai-like client
+    gave as an empty answer with exit 0. Now the plain request that follows names the cause
+    (the server's window and the setting that fits it), the sources stay, exit 1."""
+    from llm_server import NO_PINGS
+
+    from litrag.models.llama_server import LlamaServer, smollm2_path
+
+    server = LlamaServer(
+        smollm2_path(), n_ctx=512, log_path=tmp_path / "server.log", extra_args=NO_PINGS
+    ).start()
+    try:
+        env = {
+            "LITRAG_LLM_URL": server.api_base,
+            "LITRAG_LLM_MODEL": server.model,
+            "LITRAG_LLM_BACKEND": backend,
+        }
+        r = ask(home, FATHER, "--book", WILD, "--top-k", "5", env=env)
+    finally:
+        server.stop()
+    assert r.returncode == 1, r.stdout + r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, r.stderr
+    assert "maximum context length is 512" in errors[0], errors
+    assert "set LITRAG_LLM_CONTEXT to at most 512" in errors[0]
+    assert "Sources (" in r.stdout and "[1] The Call of the Wild" in r.stdout

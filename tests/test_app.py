@@ -27,7 +27,7 @@ from test_answer import FATHER, free_port
 from test_library import short_book
 from test_retriever import ALICE, WILD, ingested_shelf
 
-from litrag.app.chat import build_app, launch
+from litrag.app.chat import build_app, launch, render_text
 from litrag.app.handoff import remove_ui_file, running_ui, write_ui_file
 from litrag.app.service import ChatService
 from litrag.builders import AnswerLLM, build_answer_llm
@@ -178,6 +178,42 @@ def test_spoiler_limit_is_respected(app):
     assert all(s.chapter_index <= 1 for s in body.answer().sources)
 
 
+def test_no_listing_names_what_comes_after_the_spoiler_limit(app):
+    """Issue 33, bug 8: with the slider at chapter 1, no panel, endpoint or CLI listing shows a
+    chapter title or a character of chapter 2 on: the Chapters panel listed every title, and
+    ``/profile`` with an unknown value answered Gradio's refusal listing every character."""
+    from litrag.narrative.index import load_index
+
+    index = load_index(app.home, WILD)
+    assert index is not None
+    met = {c.id for c in index.upto(1)}
+    later = [c for c in index.characters if c.id not in met]
+    later_titles = [t for i, t in app.service.chapters(WILD) if i > 1]
+    assert later and later_titles
+    client = Client(app.url, verbose=False)
+    replies = [
+        client.predict([WILD], 1, api_name="/select_books"),
+        client.predict([WILD], 1, api_name="/chapters"),
+        client.predict([WILD], 1, api_name="/characters"),
+        client.predict([WILD], 1, f"{WILD}:{later[0].id}", api_name="/profile"),
+        client.predict([WILD], 1, f"{WILD}:nobody-of-this-name", api_name="/profile"),
+        client.predict([WILD], 1, "not a character", api_name="/profile"),
+    ]
+    for args in (["--upto-chapter", "1"], ["--upto-chapter", "1", "--json"]):
+        proc = litrag(app.home, "characters", WILD, *args)
+        assert proc.returncode == 0, proc.stderr
+        replies.append(proc.stdout + proc.stderr)
+    text = json.dumps(replies, ensure_ascii=False)
+    leaked = [w for w in later_titles + [c.name for c in later] if w in text]
+    assert not leaked, leaked
+    assert "Into the Primitive" in text  # chapter 1 is listed
+    assert "1 more part past your spoiler limit (titles hidden)" in text
+    assert "Nobody of that name is met up to this chapter" in text
+    # the right end of the slider (no limit) lists every chapter again
+    _, chapters = client.predict([WILD], 2, api_name="/select_books")
+    assert all(t in chapters for t in later_titles) and "past your spoiler limit" not in chapters
+
+
 def test_bad_input_is_one_clear_line(app):
     client = Client(app.url, verbose=False)
     _, history, _, line, _ = chat(client, "   ", [WILD])
@@ -265,7 +301,8 @@ def test_unreachable_llm_shows_a_message_and_the_sources(app):
     with answering_with(app.service, llm, f"local at {dead}"):
         _, history, sources, line, answer = chat(Client(app.url, verbose=False), FATHER, [WILD])
     assert answer["error"].startswith(f"cannot reach the LLM server at {dead}")
-    assert f"cannot reach the LLM server at {dead}" in text_of(history[1])
+    # the bubble holds Markdown source: the URL is escaped there, so it is not made a link
+    assert render_text(f"cannot reach the LLM server at {dead}") in text_of(history[1])
     assert "passages it was given are listed under Sources" in text_of(history[1])
     assert line.startswith("⚠ cannot reach the LLM server")
     assert len(answer["sources"]) == 5 and "[5] The Call of the Wild" in sources
@@ -378,7 +415,7 @@ def test_local_llm_killed_mid_answer_is_reported_in_the_chat(app, tmp_path):
     assert answer["error"].endswith("(the text above is partial)")
     shown = text_of(history[1])
     assert shown.startswith(answer["text"]) and f"⚠ {crash}" in shown
-    assert "bash scripts/install_llama_cpp.sh" in shown and "--no-llm" in shown
+    assert render_text("bash scripts/install_llama_cpp.sh") in shown and "--no-llm" in shown
     assert line.startswith(f"⚠ {crash}")
     # The UI routes this question to a narrative tool (the book has a character index): its
     # sources are the blocks behind the tool's notes, as many as fit; a plain answer has top 5.

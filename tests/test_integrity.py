@@ -211,6 +211,68 @@ def test_zero_filled_window_vectors_are_named_and_embedded_again(damaged, clean_
     assert citations(damaged, capsys) == clean_citations
 
 
+def test_zeroed_sparse_vectors_are_named_and_rebuilt(damaged, clean_citations, capsys):
+    """Issue 33, bug 3: every BM25 sparse vector zeroed in the shard: ``verify`` said ok and
+    the hybrid search's answers changed. Now asking and ``verify`` name them, the repair
+    re-derives them."""
+    import qdrant_edge as qe
+
+    shard = qe.EdgeShard.load(str(index(damaged) / "shard"))
+    recs, _ = shard.scroll(qe.ScrollRequest(limit=10_000, with_payload=True, with_vector=True))
+    points = []
+    for r in recs:
+        vectors = dict(r.vector)
+        sparse = vectors["text-sparse"]
+        vectors["text-sparse"] = qe.SparseVector(list(sparse.indices), [0.0] * len(sparse.indices))
+        points.append(qe.Point(id=r.id, vector=vectors, payload=r.payload))
+    shard.update(qe.UpdateOperation.upsert_points(points))
+    shard.flush()
+    shard.close()
+    assert points
+    code, _, err = run(damaged, "ask", QUESTION, "--no-llm", capsys=capsys)
+    line = error_line(err)
+    assert code == 2 and "text-sparse vectors are zero" in line and "--repair" in line
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1 and "text-sparse vectors of some blocks are zero" in out
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert "repaired: pg215: ingested again" in out
+    assert citations(damaged, capsys) == clean_citations
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "segments/*/segment.json",
+        "segments/*/payload_storage/config.json",
+        "segments/*/vector_storage-text-dense/vectors/status.dat",  # the engine panics on it
+        "wal/first-index",
+    ],
+)
+def test_a_store_file_cut_short_is_named_and_repaired(damaged, clean_citations, pattern, capsys):
+    """Issue 33, bug 2: a shard file cut short gave the engine's "Service runtime error" (or a
+    Rust panic) with no advice, ``verify`` did not name it and ``--repair`` could not fix it.
+    Now asking says the store is damaged and how to repair it, ``verify`` names it, and the
+    repair sets the shard aside and brings back the clean library's citations."""
+    (path,) = (index(damaged) / "shard").glob(pattern)
+    with open(path, "r+b") as fh:
+        fh.truncate(path.stat().st_size // 2)
+    code, _, err = run(damaged, "ask", QUESTION, "--no-llm", capsys=capsys)
+    line = error_line(err)
+    assert code == 2 and f"the store {index(damaged) / 'shard'} is damaged (" in line, err
+    assert line.endswith(
+        "run `litrag verify --repair` (sets it aside and ingests the books again "
+        "from their sources)"
+    )
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1 and "problem: the store" in out and "is damaged" in out
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert "set the damaged store" in out and "repaired: pg215: ingested again" in out
+    assert list(index(damaged).glob("shard.damaged-*"))  # kept, not deleted
+    assert citations(damaged, capsys) == clean_citations
+
+
 def test_truncated_registry_is_named_and_rebuilt_from_the_store(damaged, clean_citations, capsys):
     registry = damaged / "books.json"
     registry.write_text(registry.read_text()[:40])
@@ -344,3 +406,84 @@ def test_a_registry_row_that_is_not_a_book_is_named(damaged, capsys):
     (damaged / "books.json").write_text(json.dumps({"pg215": {"book_id": "pg215"}}))
     code, _, err = run(damaged, "books", capsys=capsys)
     assert code == 2 and "books.json is damaged: not a registry" in error_line(err)
+
+
+def test_a_book_ingested_by_a_relative_path_is_repaired_from_anywhere(
+    book, tmp_path, clean_citations, capsys, monkeypatch
+):
+    """Issue 33, bug 1: the registry kept the path as typed (``wild.txt``), so a repair run from
+    another folder could not find the book. It keeps the absolute, resolved path now."""
+    home = tmp_path / "home"
+    monkeypatch.chdir(book.parent)
+    code, _, err = run(home, "ingest", "-q", book.name, capsys=capsys)
+    assert code == 0, err
+    rows = json.loads((home / "books.json").read_text())
+    assert rows["pg215"]["source"] == str(book.resolve())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    shutil.rmtree(index(home) / "shard")
+    code, out, err = run(home, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert f"repaired: pg215: ingested again from {book.resolve()}" in out
+    assert citations(home, capsys) == clean_citations
+
+
+def test_an_older_registry_with_relative_paths_is_migrated_on_open(
+    damaged, book, tmp_path, clean_citations, capsys, monkeypatch
+):
+    """A registry written before paths were resolved: opened from the folder its path is
+    relative to, the path is made absolute, so a later repair from elsewhere finds the book."""
+    registry = damaged / "books.json"
+    rows = json.loads(registry.read_text())
+    rows["pg215"]["source"] = book.name
+    registry.write_text(json.dumps(rows))
+    monkeypatch.chdir(book.parent)
+    code, out, err = run(damaged, "verify", capsys=capsys)
+    assert code == 0, out + err
+    assert json.loads(registry.read_text())["pg215"]["source"] == str(book.resolve())
+    monkeypatch.chdir(tmp_path)
+    shutil.rmtree(index(damaged) / "shard")
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert citations(damaged, capsys) == clean_citations
+
+
+def test_a_registry_emptied_to_braces_is_damage_not_an_empty_library(
+    damaged, clean_citations, capsys
+):
+    """Issue 33, bug 5: ``books.json`` holding ``{}`` while the store holds a book was "no
+    books" / "the library is empty"; it is a damaged registry, and the repair restores it."""
+    (damaged / "books.json").write_text("{}")
+    for command in (["books"], ["ask", QUESTION, "--no-llm"]):
+        code, _, err = run(damaged, *command, capsys=capsys)
+        line = error_line(err)
+        assert code == 2, command
+        assert "books.json is damaged: it lists no books, but the library holds 1 (pg215)" in line
+        assert "litrag verify --repair" in line and "no books in" not in err
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert "pg215: restored to the registry" in out
+    assert citations(damaged, capsys) == clean_citations
+
+
+def test_a_character_index_cut_short_is_named_and_rebuilt(damaged, clean_citations, capsys):
+    """Issue 33, bug 4: a truncated ``characters/pg215.json`` was a pydantic dump on every
+    question and ``verify`` said ok; now asking names the file and the repair in one line, and
+    ``verify --repair`` rebuilds the index as it was."""
+    path = damaged / "characters" / "pg215.json"
+    before = json.loads(path.read_text())
+    path.write_text(path.read_text()[:300])
+    for command in (["ask", QUESTION, "--no-llm"], ["characters", "pg215"]):
+        code, _, err = run(damaged, *command, capsys=capsys)
+        line = error_line(err)
+        assert code == 2 and f"{path} is damaged (not valid JSON" in line, command
+        assert line.endswith("run `litrag verify --repair` (rebuilds it)")
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1 and "problem: pg215 (The Call of the Wild):" in out
+    assert f"{path} is damaged" in out
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert "set the damaged character index aside" in out and "pg215: ingested again" in out
+    assert json.loads(path.read_text()) == before
+    assert citations(damaged, capsys) == clean_citations

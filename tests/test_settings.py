@@ -91,11 +91,34 @@ BAD_SETTINGS = [
     (
         ["books"],
         {"LITRAG_RETRIEVAL_TOPK": "3"},
-        "error: LITRAG_RETRIEVAL_TOPK is not a setting; the known ones: LITRAG_RETRIEVAL_MODE, "
-        "LITRAG_RETRIEVAL_DENSE_TOP_K, LITRAG_RETRIEVAL_SPARSE_TOP_K, LITRAG_RETRIEVAL_ALPHA, "
-        "LITRAG_RETRIEVAL_BM25_WINDOWS, LITRAG_RETRIEVAL_BM25_WINDOW_KIND, "
-        "LITRAG_RETRIEVAL_CANDIDATES, LITRAG_RETRIEVAL_TOP_K, LITRAG_RETRIEVAL_RANK_THROUGH, "
-        "LITRAG_RETRIEVAL_CHILD_TOP_K",
+        "error: unknown setting LITRAG_RETRIEVAL_TOPK; did you mean LITRAG_RETRIEVAL_TOP_K?",
+    ),
+    # a typo was ignored silently (issue 33, bug 6), and inf/nan were taken as numbers
+    (
+        ["books"],
+        {"LITRAG_LLM_TIMEOUTS": "5"},
+        "error: unknown setting LITRAG_LLM_TIMEOUTS; did you mean LITRAG_LLM_TIMEOUT?",
+    ),
+    (["books"], {"LITRAG_ZZZ": "1"}, "error: unknown setting LITRAG_ZZZ"),
+    (
+        ["books"],
+        {"LITRAG_LLM_TEMPERATURE": "inf"},
+        "error: LITRAG_LLM_TEMPERATURE must be a finite number, got 'inf'",
+    ),
+    (
+        ["books"],
+        {"LITRAG_LLM_TIMEOUT": "nan"},
+        "error: LITRAG_LLM_TIMEOUT must be a finite number, got 'nan'",
+    ),
+    (
+        ["ask", "q", "--timeout", "inf"],
+        {},
+        "error: --timeout must be a finite number, got 'inf'",
+    ),
+    (
+        ["ingest", "--max-mb", "inf", "x.txt"],
+        {},
+        "error: --max-mb must be a finite number, got 'inf'",
     ),
     (
         ["ingest", "x.txt"],
@@ -116,6 +139,43 @@ def test_a_bad_setting_is_one_line_naming_it(monkeypatch, capsys, tmp_path, args
     code, err = cli_line(monkeypatch, capsys, tmp_path, *args, **env)
     assert "Traceback" not in err
     assert (code, err.strip().splitlines()[-1]) == (2, line), err
+
+
+def test_a_mistyped_variable_stops_ask_with_exit_2(tmp_path):
+    """The acceptance line: ``LITRAG_LLM_TIMEOUTS=5 litrag ask ...`` exits 2 before any model
+    loads, with the suggestion as its one line."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LITRAG_")}
+    env.update(LITRAG_HOME=str(tmp_path), LITRAG_LLM_TIMEOUTS="5")
+    proc = subprocess.run(
+        [sys.executable, "-m", "litrag.cli", "ask", "Who is Buck?"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (proc.returncode, proc.stderr.strip()) == (
+        2,
+        "error: unknown setting LITRAG_LLM_TIMEOUTS; did you mean LITRAG_LLM_TIMEOUT?",
+    ), proc.stderr
+
+
+def test_every_variable_litrag_reads_is_known():
+    """The check must not refuse a variable litrag itself reads: every ``LITRAG_*`` name in the
+    package and its scripts is in the known list."""
+    import re
+
+    from litrag.settings import check_environment, known_variables
+
+    root = Path(__file__).resolve().parents[1]
+    files = [*(root / "litrag").rglob("*.py"), *(root / "scripts").glob("*.sh")]
+    names = set()
+    for f in files:
+        names |= set(re.findall(r"LITRAG_[A-Z0-9_]*[A-Z0-9]", f.read_text(encoding="utf-8")))
+    missing = sorted(n for n in names if n not in known_variables())
+    assert not missing
+    check_environment({n: "1" for n in known_variables()})
+    with pytest.raises(SettingsError, match="did you mean LITRAG_HOME"):
+        check_environment({"LITRAG_HOM": "/tmp"})
 
 
 def test_a_server_that_is_down_is_named_with_its_url(monkeypatch, capsys, tmp_path):

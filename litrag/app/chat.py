@@ -47,9 +47,22 @@ _PROGRESS = re.compile(r"^\[(\d+)/(\d+)\]")
 
 
 # ------------------------------------------------------------------------------ rendering
+_URL_START = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*):(?=//)|\b(www)\.")
+
+
 def _esc(text: str) -> str:
-    """Text of a book inside Markdown: HTML escaped, Markdown's emphasis marks kept literal."""
-    return re.sub(r"([*_`#\[\]])", r"\\\1", html.escape(text, quote=False))
+    """Text of a book or a model inside Markdown, shown as written: HTML escaped (an
+    ``<img src=...>`` is shown, never fetched by the reader's browser), Markdown's marks kept
+    literal (no link, no image, no emphasis), and a URL's ``://`` or ``www.`` escaped so the
+    renderer does not turn it into a link."""
+    out = re.sub(r"([*_`#\[\]])", r"\\\1", html.escape(text, quote=False))
+    return _URL_START.sub(lambda m: f"{m.group(1)}\\:" if m.group(1) else "www\\.", out)
+
+
+def render_text(text: str) -> str:
+    """A model's or a reader's text for the chat bubble, shown as written (``_esc``); the
+    Chatbot keeps its line breaks."""
+    return _esc(text)
 
 
 def read_parts(src: Source) -> list[str]:
@@ -214,14 +227,24 @@ class ChatApp:
         rows = {r.book_id: r.chapters for r in self.service.books()}
         return max((rows.get(b, 1) for b in book_ids), default=1)
 
-    def chapters_markdown(self, book_ids: Sequence[str]) -> str:
+    def chapters_markdown(self, book_ids: Sequence[str], upto: float | None = None) -> str:
+        """The chapter titles a reader at the slider has read; past the spoiler limit only
+        their count (a title such as "The Death of ..." is a spoiler)."""
         if not book_ids:
             return "*Choose one or more books above.*"
+        limit = self.spoiler_limit(book_ids, upto)
         titles = {r.book_id: r.title for r in self.service.books()}
         parts = []
         for b in book_ids:
             rows = self.service.chapters(b)
-            lines = "\n".join(f"{i}. {_esc(t)}" if i else f"- {_esc(t)}" for i, t in rows)
+            shown = [(i, t) for i, t in rows if limit is None or i <= limit]
+            lines = "\n".join(f"{i}. {_esc(t)}" if i else f"- {_esc(t)}" for i, t in shown)
+            hidden = len(rows) - len(shown)
+            if hidden:
+                lines += (
+                    f"\n\n*{hidden} more part{'s' * (hidden != 1)} past your spoiler limit "
+                    "(titles hidden).*"
+                )
             parts.append(f"**{_esc(titles.get(b, b))}** ({len(rows)} parts)\n\n{lines}")
         return "\n\n".join(parts)
 
@@ -313,7 +336,7 @@ class ChatApp:
         state = {**state, "upto_max": top}
         value = top if was_all else min(int(upto), top)
         slider = gr.Slider(minimum=0, maximum=top, step=1, value=value)
-        return slider, self.chapters_markdown(book_ids), state
+        return slider, self.chapters_markdown(book_ids, value), state
 
     def refresh(self, state: dict) -> Any:
         """On page load: books another session uploaded are listed too."""
@@ -324,7 +347,7 @@ class ChatApp:
         return (
             gr.CheckboxGroup(choices=choices, value=first),
             gr.Slider(minimum=0, maximum=top, step=1, value=top),
-            self.chapters_markdown(first),
+            self.chapters_markdown(first, top),
             self.characters_markdown(first, top),
             gr.Dropdown(choices=people, value=who),
             self.profile_markdown(first, top, who),
@@ -361,14 +384,17 @@ class ChatApp:
             return
         history = [Turn(**t) for t in state.get("turns", [])]
         limit = self.spoiler_limit(book_ids, upto)
-        chat += [{"role": "user", "content": question}, {"role": "assistant", "content": "…"}]
+        chat += [
+            {"role": "user", "content": render_text(question)},
+            {"role": "assistant", "content": "…"},
+        ]
         yield "", chat, gr.skip(), "Searching the book …", state, gr.skip()
         try:
             stream, standalone = self.service.ask(
                 question, book_ids, upto_chapter=limit, history=history
             )
         except ValueError as exc:  # a book gone from the library, an empty question
-            chat[-1] = {"role": "assistant", "content": f"⚠ {exc}"}
+            chat[-1] = {"role": "assistant", "content": f"⚠ {render_text(str(exc))}"}
             yield "", chat, gr.skip(), f"⚠ {exc}", state, gr.skip()
             return
         preview = Answer(
@@ -385,7 +411,7 @@ class ChatApp:
         text = ""
         for piece in stream:
             text += piece
-            chat[-1] = {"role": "assistant", "content": text}
+            chat[-1] = {"role": "assistant", "content": render_text(text)}
             yield "", chat, sources_md, "Answering …", state, gr.skip()
         answer = self.service.finished(stream, question, standalone)
         shown = answer.text
@@ -394,7 +420,7 @@ class ChatApp:
             if answer.sources:
                 note += " The passages it was given are listed under Sources."
             shown = f"{shown}\n\n{note}" if shown else note
-        chat[-1] = {"role": "assistant", "content": shown}
+        chat[-1] = {"role": "assistant", "content": render_text(shown)}
         if answer.sources:
             chat.append(
                 {
@@ -524,7 +550,9 @@ class ChatApp:
                         elem_id="upto",
                     )
                     with gr.Accordion("Chapters", open=False):
-                        chapters = gr.Markdown(self.chapters_markdown(first), elem_id="chapters")
+                        chapters = gr.Markdown(
+                            self.chapters_markdown(first, top), elem_id="chapters"
+                        )
                     with gr.Accordion("Characters", open=False):
                         people = gr.Markdown(
                             self.characters_markdown(first, top), elem_id="characters"
@@ -536,6 +564,10 @@ class ChatApp:
                             label="Profile of",
                             info="What the book has told of them up to the slider's chapter.",
                             elem_id="profile-of",
+                            # our handler answers an unknown name ("Nobody of that name ..."):
+                            # Gradio's own refusal lists every choice the page started with,
+                            # characters met after the spoiler limit among them
+                            allow_custom_value=True,
                         )
                         profile = gr.Markdown(
                             self.profile_markdown(first, top, chosen),
@@ -615,6 +647,11 @@ class ChatApp:
                     inputs=[books, upto],
                     outputs=[people],
                     api_name="characters",
+                ).then(
+                    self.chapters_markdown,
+                    inputs=[books, upto],
+                    outputs=[chapters],
+                    api_name="chapters",
                 )
             )
             who.input(

@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what reports quote as the command
     try:
+        settings.check_environment()  # a mistyped LITRAG_* variable stops every command
         return args.func(args)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -77,8 +78,12 @@ def _known_error(exc: BaseException) -> str | None:
 
     if isinstance(exc, LibraryDamagedError):
         return str(exc)
+    narrative = sys.modules.get("litrag.narrative.jsonfile")
+    if narrative is not None and isinstance(exc, narrative.DamagedFileError):
+        return str(exc)
     edge = sys.modules.get("litrag.query.edge_store")
-    if edge is not None and isinstance(exc, (edge.StoreConfigError, edge.StoreLockedError)):
+    known = (edge.StoreConfigError, edge.StoreLockedError, edge.StoreDamagedError) if edge else ()
+    if edge is not None and isinstance(exc, known):
         return str(exc)
     return None
 

@@ -84,12 +84,16 @@ def _profile(s: Any, args: argparse.Namespace, index: Any, n: int | None) -> int
     """A character's profile as of the spoiler limit, from the book's assets (``litrag assets``)."""
     from litrag.narrative.asset_store import AssetStore, assets_collection
     from litrag.narrative.canon import Canonicalizer
+    from litrag.narrative.characters import CharacterIndex
 
     if not s.qdrant_url and not (s.home / "index" / assets_collection(s.collection)).exists():
         return _fail(
             f"{args.book} has no narrative assets: build them with litrag assets {args.book}"
         )
-    cid = Canonicalizer(index).resolve(args.profile).id
+    # The name as a reader at the limit knows it: an alias first used later resolves to
+    # nobody, instead of naming the character it turns out to be.
+    met = CharacterIndex(book_id=index.book_id, model=index.model, characters=index.upto(n))
+    cid = Canonicalizer(met).resolve(args.profile).id
     with AssetStore.open(s.home, s.collection, url=s.qdrant_url, api_key=s.qdrant_api_key) as st:
         node = st.profile(args.book, cid, n)
     if node is None:

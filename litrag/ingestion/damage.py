@@ -24,7 +24,7 @@ class Problem:
     what: str
     fix: str
     kind: str  # registry-file, docstore-file, cache-file, store-missing, store-config,
-    # points, vectors, interrupted, unregistered, orphans
+    # points, vectors, interrupted, unregistered, orphans, characters, store-damaged
     book_id: str | None = None
 
     def line(self) -> str:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from litrag.ingestion.book_points import BookScan, count_points
 from litrag.ingestion.damage import REPAIR, LibraryDamagedError, Problem, read_json, set_aside
 from litrag.ingestion.registry import BookRecord, read_registry
+from litrag.narrative.index import index_path
 
 if TYPE_CHECKING:
     from llama_index.core.vector_stores.types import BasePydanticVectorStore
@@ -44,6 +45,7 @@ def check_files(
     from litrag.query.edge_schema import config_mismatch, read_config, shard_config_path
 
     home = Path(home)
+    records = list(records)
     books = [r for r in records if r.status == "complete"]
     if not embedded:
         return []
@@ -59,6 +61,8 @@ def check_files(
                 )
             ]
         return []
+    if not records:
+        return _registry_emptied(home)
     if not books:
         return []
     n = len(books)
@@ -95,10 +99,37 @@ def check_files(
     return []
 
 
+def _registry_emptied(home: Path) -> list[Problem]:
+    """A registry that lists no book while the docstore still holds chapters of some: the
+    registry lost its rows (``{}``), it is not an empty library. The docstore is the evidence
+    a file can give (removing a book removes its chapters there too)."""
+    path = home / "docstore.json"
+    if not path.is_file():
+        return []
+    try:
+        data = read_json(path, "docstore-file", REPAIR)
+    except LibraryDamagedError:
+        return []  # named by the docstore's own check
+    hashes = data.get("docstore/metadata", {}) if isinstance(data, dict) else {}
+    books = sorted({str(d).split(":", 1)[0] for d in hashes if ":" in str(d)})
+    if not books:
+        return []
+    shown = ", ".join(books[:3]) + (", ..." if len(books) > 3 else "")
+    return [
+        Problem(
+            f"{home / 'books.json'} is damaged: it lists no books, but the library holds "
+            f"{len(books)} ({shown})",
+            f"{REPAIR} (rebuilds the registry from the store)",
+            "unregistered",
+        )
+    ]
+
+
 # ------------------------------------------------------------------------------- the store
 def zero_vectors(vectors: dict[str, Any] | None, names: Sequence[str]) -> list[str]:
-    """The names among ``names`` whose vector (or every vector of a multivector) is all zeros or
-    absent: a point a search can never find by meaning."""
+    """The names among ``names`` whose vector (or every vector of a multivector) is all zeros,
+    holds a NaN or infinity, or is absent: a point a search can never find by meaning (dense)
+    or by its words (a sparse BM25 vector, zeroed: ``verify`` said ok and answers changed)."""
     bad = []
     vectors = vectors or {}
     for name in names:
@@ -106,8 +137,13 @@ def zero_vectors(vectors: dict[str, Any] | None, names: Sequence[str]) -> list[s
         if v is None:
             bad.append(name)
             continue
-        rows = v if v and isinstance(v[0], (list, tuple)) else [v]
-        if all(math.fsum(x * x for x in row) < 1e-12 for row in rows):
+        if hasattr(v, "indices") and hasattr(v, "values"):  # a sparse vector
+            rows = [list(v.values)]
+        else:
+            rows = v if v and isinstance(v[0], (list, tuple)) else [v]
+        if any(not math.isfinite(x) for row in rows for x in row) or all(
+            math.fsum(x * x for x in row) < 1e-12 for row in rows
+        ):
             bad.append(name)
     return bad
 
@@ -171,7 +207,12 @@ def vector_names(store: BasePydanticVectorStore) -> list[str]:
     cfg = getattr(store, "config", None)
     if cfg is None:
         return []
-    return [n for n in (cfg.dense_vector_name, cfg.window_vector_name) if n]
+    names = (
+        cfg.dense_vector_name,
+        cfg.window_vector_name,
+        getattr(cfg, "sparse_vector_name", None),
+    )
+    return [n for n in names if n]
 
 
 def sample_vectors(store: BasePydanticVectorStore, book_id: str) -> list[str]:
@@ -252,7 +293,44 @@ def check_library_files(
             )
     else:
         problems.extend(found)
+    if not found:
+        problems.extend(_check_shard(folder, repair, done))
     return problems, done
+
+
+def _check_shard(folder: Path, repair: bool, done: list[str]) -> list[Problem]:
+    """The engine's own files: the shard loads. A damaged one is set aside (kept) by the
+    repair; the books whose points went with it are then ingested again from their sources
+    (``verify_library``), as after a deleted shard."""
+    from litrag.query.edge_open import probe_shard
+
+    damage = probe_shard(folder)
+    if damage is None:
+        return []
+    shard = folder / "shard"
+    if repair:
+        dest = set_aside(shard)
+        done.append(f"set the damaged store {shard} aside as {dest.name}")
+        return []
+    return [
+        Problem(
+            f"the store {shard} is damaged ({damage})",
+            f"{REPAIR} (sets it aside and ingests the books again from their sources)",
+            "store-damaged",
+        )
+    ]
+
+
+def _damaged_character_index(home: Path, book_id: str) -> str | None:
+    """Why the book's character index does not read back, or None (absent or sound)."""
+    from litrag.narrative.index import load_index
+    from litrag.narrative.jsonfile import DamagedFileError
+
+    try:
+        load_index(home, book_id)
+    except DamagedFileError as exc:
+        return str(exc).split(": run `litrag verify", 1)[0]
+    return None
 
 
 def verify_library(
@@ -312,7 +390,18 @@ def verify_library(
                 else:
                     problems.append(p)
                 continue
-            continue
+            damaged = _damaged_character_index(library.home, book_id)
+            if damaged is None:
+                continue
+            p = Problem(
+                f"{label}: {damaged}",
+                f"{REPAIR} (rebuilds it: re-ingests the book from {rec.source or 'its source'})",
+                "characters",
+                book_id,
+            )
+            if repair:
+                dest = set_aside(index_path(library.home, book_id))
+                done.append(f"{book_id}: set the damaged character index aside as {dest.name}")
         if not repair:
             problems.append(p)
             continue
@@ -321,6 +410,15 @@ def verify_library(
         if why is None:
             done.append(f"{book_id}: ingested again from {rec.source}")
             touched = True
+        elif p.kind == "characters":  # asking works without it; ingest rebuilds it
+            problems.append(
+                Problem(
+                    f"{label}: its character index could not be rebuilt",
+                    f"{why}; ingest the book again with `litrag ingest FILE`",
+                    p.kind,
+                    book_id,
+                )
+            )
         elif p.kind == "vectors":
             n = library.reembed(book_id)
             done.append(f"{book_id}: embedded its {n} stored blocks again ({why})")

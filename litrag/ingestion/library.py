@@ -40,8 +40,10 @@ from litrag.ingestion.prefetch import Prefetched, Prefetcher
 from litrag.ingestion.registry import (
     REGISTRY_NAME,
     BookRecord,
+    migrate_sources,
     read_registry,
     read_rows,
+    source_path,
     write_rows,
 )
 from litrag.narrative.index import index_path, remove_index
@@ -124,6 +126,7 @@ class Library:
         self._registry_path = self.home / REGISTRY_NAME
         self._docstore_path = self.home / "docstore.json"
         self._cache_path = self.home / "cache" / "ingestion.json"
+        migrate_sources(self._registry_path, (Path.cwd(), self.home))  # older: relative paths
         self.docstore = _load(
             self._docstore_path,
             SimpleDocumentStore.from_persist_path,
@@ -341,7 +344,8 @@ class Library:
             )
             self._drop_nodes(book.book_id)
         elif old is not None and old.fingerprint != fp:
-            moved = f" (was {old.source}, now {file})" if old.source != str(file) else ""
+            now = source_path(file)
+            moved = f" (was {old.source}, now {now})" if old.source != now else ""
             say(f"  {book.book_id} changed: replacing its nodes{moved}")
             self._drop_nodes(book.book_id)
         record = BookRecord(
@@ -351,7 +355,7 @@ class Library:
             chapters=len(docs),
             nodes=0,
             segmenter=str(self.parser.segmenter),
-            source=str(file),
+            source=source_path(file),
             fingerprint=fp,
             catalog=catalog_row or {},
         )

@@ -69,6 +69,39 @@ def read_rows(path: Path) -> dict[str, dict[str, Any]]:
     return rows
 
 
+def source_path(file: str | os.PathLike[str]) -> str:
+    """A book's source as the registry keeps it: absolute and resolved, so that a repair run
+    from any working directory finds the file the book was ingested from."""
+    return str(Path(file).expanduser().resolve())
+
+
+def migrate_sources(path: Path, bases: tuple[Path, ...] = ()) -> int:
+    """Rewrite the relative sources of an older registry at ``path`` as absolute paths, where
+    one of ``bases`` (default: the working directory) holds the file; a source found nowhere is
+    left as it was (the repair says it is gone). Returns the rows rewritten."""
+    try:
+        rows = read_rows(path)
+    except LibraryDamagedError:  # reported, with its repair, where the registry is read
+        return 0
+    changed = 0
+    for row in rows.values():
+        src = row.get("source") or ""
+        if not src or Path(src).is_absolute():
+            continue
+        for base in bases or (Path.cwd(),):
+            candidate = Path(base) / src
+            if candidate.is_file():
+                row["source"] = source_path(candidate)
+                changed += 1
+                break
+    if changed:
+        try:
+            write_rows(path, rows)
+        except OSError:  # a read-only library: resolved again at the next open
+            return 0
+    return changed
+
+
 def write_rows(path: Path, rows: dict[str, dict[str, Any]]) -> None:
     """Replace the registry at ``path`` with ``rows`` (atomically: a kill leaves old or new)."""
     _atomic_write(path, json.dumps(rows, indent=1, ensure_ascii=False))

@@ -127,6 +127,47 @@ def server_llm(
     )
 
 
+def served_context_window(url: str, api_key: str | None = None, timeout: float = 3.0) -> int | None:
+    """The context window the server at ``url`` (its ``/v1`` base) runs with, where it says:
+    vLLM's ``/v1/models`` (``max_model_len``), llama.cpp's ``llama-server`` ``/props``
+    (``n_ctx``). None where it says neither (llama-cpp-python's server, a proxy) or does not
+    answer: the caller keeps its configured window."""
+    import json
+    import urllib.request
+
+    base = url.strip().rstrip("/")
+    root = base[: -len("/v1")] if base.endswith("/v1") else base
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def get(address: str) -> Any:
+        req = urllib.request.Request(address, headers=headers)
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read(1_000_000))
+
+    for address, read in (
+        (f"{base}/models", lambda d: [m.get("max_model_len") for m in d.get("data") or []]),
+        (
+            f"{root}/props",
+            lambda d: [(d.get("default_generation_settings") or {}).get("n_ctx"), d.get("n_ctx")],
+        ),
+    ):
+        try:
+            found = [n for n in read(get(address)) if isinstance(n, int) and n > 0]
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+        if found:
+            return found[0]
+    return None
+
+
+def fitted_context_window(url: str, api_key: str | None, configured: int) -> int:
+    """The window the prompt is fitted to: the configured one, or the server's where it is
+    smaller (a server started with a small ``--n_ctx`` / ``--max-model-len`` otherwise gets a
+    prompt it cannot read, and llama.cpp then streams an empty answer)."""
+    served = served_context_window(url, api_key)
+    return min(configured, served) if served else configured
+
+
 def describe(backend: str, model: str, url: str) -> str:
     """Which model, where, and which client answered: ``M at URL (OpenAILike)``."""
     return f"{model} at {url} ({CLIENTS.get(backend, backend)})"

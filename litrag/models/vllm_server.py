@@ -115,8 +115,18 @@ USE_CHAT_URL = (
 )
 
 
+class EmptyStreamError(LLMEndpointError):
+    """The stream ended without one chunk. A non-chat endpoint does that, and so does
+    llama.cpp's server failing inside its stream (a prompt longer than its window): the
+    answer engine asks once more, not streamed, where the server says which (``empty_stream``
+    marks it for callers that do not import this module)."""
+
+    empty_stream = True
+
+
 def completions_format_error(url: str, what: str) -> LLMEndpointError:
-    return LLMEndpointError(f"{url} {what}, not a chat completion: {USE_CHAT_URL}")
+    kind = EmptyStreamError if what == "streamed nothing" else LLMEndpointError
+    return kind(f"{url} {what}, not a chat completion: {USE_CHAT_URL}")
 
 
 class _SSELines:

@@ -26,6 +26,7 @@ routed engine (``litrag.narrative.engine``) fills too.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, get_args
 
@@ -271,8 +272,28 @@ def describe_llm_error(exc: BaseException, *, midstream: bool, api_base: str = "
         return f"cannot reach the LLM server{where} ({_cause(exc)})"
     status = getattr(exc, "status_code", None)  # openai's APIStatusError, or another client's
     if isinstance(status, int):
-        return f"the LLM server{where} answered HTTP {status}: {_first_line(exc)}"
+        line = f"the LLM server{where} answered HTTP {status}: {_first_line(exc)}"
+        window = _CONTEXT_SAID.search(str(exc))
+        if window:  # the prompt outgrew the server's window: say which setting fits it
+            line += f" (set LITRAG_LLM_CONTEXT to at most {window.group(1)}, the server's window)"
+        return line
     return f"the LLM{where} failed: {type(exc).__name__}: {_first_line(exc)}"
+
+
+# How OpenAI-compatible servers refuse a prompt longer than their window (llama.cpp's
+# llama-cpp-python, vLLM): "maximum context length is 1024 tokens".
+_CONTEXT_SAID = re.compile(r"maximum context length is (\d+)")
+
+
+def _finish_reason(reply: Any) -> str | None:
+    """Why an OpenAI-style reply stopped (``length``, ``stop``), where the client kept it."""
+    raw = getattr(reply, "raw", None)
+    choices = raw.get("choices") if isinstance(raw, dict) else getattr(raw, "choices", None)
+    if not choices:
+        return None
+    first = choices[0]
+    reason = first.get("finish_reason") if isinstance(first, dict) else None
+    return str(reason or getattr(first, "finish_reason", "") or "") or None
 
 
 def _first_line(exc: BaseException) -> str:
@@ -497,7 +518,9 @@ class BookQueryEngine(BaseQueryEngine):
         llm = self.llm
         assert llm is not None
         if self.streaming:
-            pieces = self._guarded(lambda: llm.stream_chat(messages), run)
+            pieces = self._guarded(
+                lambda: llm.stream_chat(messages), run, again=lambda: llm.chat(messages)
+            )
             return StreamingResponse(response_gen=pieces, source_nodes=used, metadata=meta)
         for _ in self._guarded(lambda: iter([llm.chat(messages)]), run, full=True):
             pass
@@ -513,9 +536,47 @@ class BookQueryEngine(BaseQueryEngine):
         return Response(run.text, source_nodes=used, metadata=meta)
 
     def _guarded(
-        self, start: Callable[[], Iterator[ChatResponse]], run: AnswerRun, full: bool = False
+        self,
+        start: Callable[[], Iterator[ChatResponse]],
+        run: AnswerRun,
+        full: bool = False,
+        again: Callable[[], ChatResponse] | None = None,
     ) -> Iterator[str]:
-        """Text pieces of the LLM's reply; a failure ends the stream and is kept in ``run``."""
+        """Text pieces of the LLM's reply; a failure ends the stream and is kept in ``run``.
+
+        A stream that ends without a word is asked once more, not streamed (``again``): a
+        server that fails inside its stream (llama.cpp's server on a prompt longer than its
+        context window) sends nothing but says why to a plain request. An empty answer is
+        never the answer: it is an error naming the cause."""
+        yield from self._pieces(start, run, full)
+        if run.error is not None or run.text.strip():
+            return
+        base = str(getattr(self.llm, "api_base", "") or "")
+        where = f" at {base}" if base else ""
+        reply: ChatResponse | None = None
+        if again is not None:
+            try:
+                reply = again()
+            except Exception as exc:
+                run.error = describe_llm_error(exc, midstream=False, api_base=base)
+                return
+            text = reply.message.content or ""
+            if text.strip():
+                run.text, run.deltas = run.text + text, run.deltas + 1
+                yield text
+                return
+        reason = _finish_reason(reply)
+        run.text = ""
+        run.error = (
+            f"the LLM{where} returned an empty answer"
+            + (f" (finish reason: {reason})" if reason else "")
+            + "; the prompt may not fit its context window: set LITRAG_LLM_CONTEXT to the "
+            "server's window (llama.cpp --n_ctx, vLLM --max-model-len)"
+        )
+
+    def _pieces(
+        self, start: Callable[[], Iterator[ChatResponse]], run: AnswerRun, full: bool
+    ) -> Iterator[str]:
         try:
             for r in start():
                 piece = (r.message.content or "") if full else (r.delta or "")
@@ -524,6 +585,9 @@ class BookQueryEngine(BaseQueryEngine):
                     run.deltas += 1
                     yield piece
         except Exception as exc:  # network, timeout, HTTP: keep the sources, report one line
+            if getattr(exc, "empty_stream", False) and not run.deltas:
+                logger.info("the LLM streamed nothing: %s", exc)
+                return  # an empty stream: _guarded asks again, not streamed, for the cause
             crash = self.llm_health() if self.llm_health is not None else None
             if crash and run.deltas:
                 crash = f"{crash} (the text above is partial)"

@@ -60,6 +60,30 @@ class StoreConfigError(ValueError):
         super().__init__(f"{problem}: run `litrag verify --repair` (rebuilds it from the shard)")
 
 
+class StoreDamagedError(ValueError):
+    """The engine cannot load the shard: one of its files is cut short or overwritten (Edge
+    says "Service runtime error: ..." or panics). One line naming the shard and the repair,
+    instead of the engine's error with no advice."""
+
+    def __init__(self, folder: Path, reason: str) -> None:
+        self.folder = folder
+        super().__init__(
+            f"the store {folder / SHARD_DIR} is damaged ({reason}): run `litrag verify --repair` "
+            "(sets it aside and ingests the books again from their sources)"
+        )
+
+
+def shard_damage(exc: BaseException) -> str:
+    """The first line of the engine's reason a shard did not load, made short."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return first.removeprefix("Service runtime error: ")[:200]
+
+
+def is_engine_failure(exc: BaseException) -> bool:
+    """An error of the engine (a Rust panic is a ``BaseException``), not ours to pass on."""
+    return isinstance(exc, Exception) or type(exc).__name__ == "PanicException"
+
+
 def resolve_config(
     folder: Path,
     config: EdgeStoreConfig | None,
@@ -103,14 +127,37 @@ def open_shard(folder: Path, config: EdgeStoreConfig) -> qe.EdgeShard:
     ``StoreLockedError`` naming the holder."""
     folder.mkdir(parents=True, exist_ok=True)
     shard_dir = folder / SHARD_DIR
+    if not shard_config_path(folder).exists():
+        try:
+            return qe.EdgeShard.create(str(shard_dir), edge_config(config))
+        except Exception as e:
+            if is_lock_error(e):
+                raise StoreLockedError(folder, read_owner(folder)) from e
+            raise
     try:
-        if shard_config_path(folder).exists():
-            return qe.EdgeShard.load(str(shard_dir))
-        return qe.EdgeShard.create(str(shard_dir), edge_config(config))
-    except Exception as e:
+        return qe.EdgeShard.load(str(shard_dir))
+    except BaseException as e:
+        if not is_engine_failure(e):  # Ctrl-C, SystemExit
+            raise
         if is_lock_error(e):
             raise StoreLockedError(folder, read_owner(folder)) from e
-        raise
+        raise StoreDamagedError(folder, shard_damage(e)) from None
+
+
+def probe_shard(folder: Path) -> str | None:
+    """Why the shard in ``folder`` does not load (a file cut short, overwritten), or None: it
+    loads, or another process holds it (then its holder has loaded it). Opened and closed
+    again at once: what ``litrag verify`` checks before it opens the library."""
+    if not shard_config_path(folder).exists():
+        return None
+    try:
+        shard = qe.EdgeShard.load(str(folder / SHARD_DIR))
+    except BaseException as e:
+        if not is_engine_failure(e):
+            raise
+        return None if is_lock_error(e) else shard_damage(e)
+    shard.close()
+    return None
 
 
 def settle_shard(shard: qe.EdgeShard, folder: Path, config: EdgeStoreConfig) -> None:

@@ -44,6 +44,7 @@ from llama_index.core.vector_stores.types import (
 from litrag.query.edge_filters import metadata_filters_to_edge
 from litrag.query.edge_open import (
     StoreConfigError,
+    StoreDamagedError,
     StoreLockedError,
     open_shard,
     resolve_config,
@@ -74,6 +75,7 @@ __all__ = [
     "QdrantEdgeVectorStore",
     "ScannedPoint",
     "StoreConfigError",
+    "StoreDamagedError",
     "StoreLockedError",
     "StoredPoint",
     "node_id_to_point_id",
