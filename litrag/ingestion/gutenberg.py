@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from litrag.ingestion.book_bytes import BookLoadError, read_book_bytes
+from litrag.ingestion.book_bytes import DEFAULT_MAX_BYTES, BookLoadError, read_book_bytes
 from litrag.segment.controls import count_controls, strip_controls
 
-DEFAULT_MAX_BYTES = 16 * 1024 * 1024  # the largest Gutenberg novels are under 6 MB
+__all__ = ["DEFAULT_MAX_BYTES", "Book", "BookLoadError", "iter_book_files", "load_book"]
 
 _F = re.IGNORECASE | re.MULTILINE
 # Where the text starts: after the START line, or after the 1990s "SMALL PRINT" block.
