@@ -202,7 +202,7 @@ def test_upload_a_book_then_ask_it(app, books_dir, tmp_path):
     assert [c[1] for c in books["choices"]] == [ALICE, WILD, "pg84"]
     *_, answer = chat(client, "Who writes these letters to his sister?", ["pg84"])
     assert answer["sources"] and answer["sources"][0]["book_id"] == "pg84"
-    assert (app.home / "uploads" / "pg84_short.txt").exists()
+    assert len(list((app.home / "uploads").glob("*-pg84_short.txt"))) == 1
     log, _, _ = client.predict([handle_file(str(book))], [WILD], api_name="/add_books")
     assert "already in the library" in log
 
@@ -217,7 +217,41 @@ def test_upload_of_a_png_named_txt_is_refused(app, tmp_path):
     assert "✗" in log and "cover.txt" in log and "binary" in log.lower(), log
     assert Library.read_registry(app.home) == before
     assert books["value"] == [WILD] and len(books["choices"]) == len(before)
-    assert not (app.home / "uploads" / "cover.txt").exists()
+    assert not list((app.home / "uploads").glob("*cover.txt"))
+
+
+def test_two_uploads_named_alike_keep_both_books_and_a_refusal_touches_nothing_else(
+    app, books_dir, tmp_path
+):
+    """Issue 34, bug 2: ``A/book.txt`` then ``B/book.txt`` (two books) left one source for both,
+    and a refused empty ``book.txt`` then deleted it. Now each is stored under its own hash."""
+    (tmp_path / "A").mkdir()
+    (tmp_path / "B").mkdir()
+    (tmp_path / "C").mkdir()
+    emma = short_book(books_dir / "pg158_emma.txt", tmp_path / "A" / "book.txt", "CHAPTER II")
+    pride = books_dir / "pg1342_pride_and_prejudice.txt"
+    pride = short_book(pride, tmp_path / "B" / "book.txt", "Chapter 2")
+    client = Client(app.url, verbose=False)
+    for book, book_id in ((emma, "pg158"), (pride, "pg1342")):
+        log, _, _ = client.predict([handle_file(str(book))], [WILD], api_name="/add_books")
+        assert f"added **{book_id}**" in log, log
+    records = {r.book_id: r for r in Library.read_registry(app.home)}
+    sources = {Path(records[b].source) for b in ("pg158", "pg1342")}
+    assert len(sources) == 2 and all(p.parent == app.home / "uploads" for p in sources)
+    texts = {p.read_bytes() for p in sources}
+    assert texts == {emma.read_bytes(), pride.read_bytes()}  # each its own text
+    before = {p: p.read_bytes() for p in (app.home / "uploads").iterdir()}
+    empty = tmp_path / "C" / "book.txt"
+    empty.write_text("   \n")  # refused: only whitespace
+    log, _, _ = client.predict([handle_file(str(empty))], [WILD], api_name="/add_books")
+    assert "✗" in log and "book.txt" in log and "empty" in log, log
+    assert str(app.home) not in log and "/tmp" not in log and "uploads" not in log, log
+    after = {p: p.read_bytes() for p in (app.home / "uploads").iterdir()}
+    assert after == before  # the other books' sources stand; the refused copy is gone
+    assert {r.book_id: r for r in Library.read_registry(app.home)} == records
+    for book_id in ("pg158", "pg1342"):
+        *_, answer = chat(client, "Who is the story about?", [book_id], upto=1)
+        assert answer["sources"] and answer["sources"][0]["book_id"] == book_id
 
 
 # ----------------------------------------------------------------------------- sessions

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 import os
 import queue
 import re
@@ -31,6 +32,8 @@ from litrag.query.focus import GAP
 from litrag.segment.sentences import split_sentences
 
 # System fonts only: the default theme fetches web fonts, and this app must work offline.
+logger = logging.getLogger(__name__)
+
 THEME = gr.themes.Soft(
     font=["ui-sans-serif", "system-ui", "Segoe UI", "Roboto", "sans-serif"],
     font_mono=["ui-monospace", "DejaVu Sans Mono", "monospace"],
@@ -465,7 +468,9 @@ class ChatApp:
             try:
                 result["report"] = self.service.ingest(paths, say=events.put)
             except Exception as exc:  # a store or embedder failure: shown, never raised
-                result["error"] = f"{type(exc).__name__}: {exc}"
+                logger.exception("upload ingest failed")
+                home = str(self.service.home)  # the browser sees no path of this server
+                result["error"] = f"{type(exc).__name__}: {exc}".replace(home, "library")
             finally:
                 events.put(None)
 
