@@ -268,6 +268,12 @@ def test_cli_refuses_bad_input_in_one_line(home):
     assert "pg215 (The Call of the Wild)" in r.stderr
     r = ask(home, "Who is Buck?")  # two books loaded: --book is needed
     assert r.returncode == 2 and "--book" in r.stderr
+    # the request model the UI's /answer uses too (issue 34, bugs 5 and 7)
+    r = ask(home, "why " * 3000, "--book", WILD)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "the question is 11,999 characters long; the limit is 2,000" in r.stderr
+    r = ask(home, "Who is Buck?", "--book", WILD, "--top-k", "999")
+    assert r.returncode == 2 and "--top-k: Input should be less than or equal to 50" in r.stderr
 
 
 def test_cli_extractive_json_with_spoiler_limit(home):

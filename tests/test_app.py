@@ -190,6 +190,73 @@ def test_bad_input_is_one_clear_line(app):
         app.service.ask(FATHER, ["pg999"])
 
 
+def answer_api(client: Client, **fields) -> dict:
+    """The last message of one ``/answer`` call, as ``litrag ask`` reads it."""
+    args = {"question": FATHER, "books": [WILD], "upto_chapter": None, "use_llm": False}
+    args.update({"retrieval": "", "top_k": 0, **fields})
+    return json.loads(client.predict(**args, api_name="/answer"))
+
+
+def test_the_answer_api_checks_its_input_as_the_cli_does(app):
+    """Issue 34, bugs 5 and 7: each of these went through (or crashed) before."""
+    client = Client(app.url, verbose=False)
+    bad = {
+        "question": ("x" * 100_000, "the question is 100,000 characters long"),
+        "top_k": (-3, "top_k: Input should be greater than or equal to 1"),
+        "books": ("pg215", "books: Input should be a valid list (got 'pg215')"),
+        "upto_chapter": (10**12, "upto_chapter: Input should be less than or equal to"),
+    }
+    for field, (value, message) in bad.items():
+        out = answer_api(client, **{field: value})
+        assert message in out.get("input_error", ""), (field, out)
+    out = answer_api(client, top_k="abc")
+    assert "top_k: Input should be a valid integer (got 'abc')" in out["input_error"]
+    out = answer_api(client, question=None)
+    assert "question: Input should be a valid string (got None)" in out["input_error"]
+    out = answer_api(client, upto_chapter=9)  # past the book's last chapter (2)
+    assert out["input_error"] == "upto_chapter must be a chapter of the book (1-2), got 9"
+    out = answer_api(client, upto_chapter=1, top_k=2)  # a good one still answers
+    assert out["answer"]["upto_chapter"] == 1 and len(out["answer"]["sources"]) <= 2
+
+
+def raw_call(url: str, api: str, data: str) -> str:
+    """One API call with ``data`` as raw JSON text (``NaN`` and ``Infinity`` literals, which
+    gradio_client refuses to send): the event stream's text."""
+    import httpx
+
+    base = url.rstrip("/")
+    posted = httpx.post(
+        f"{base}/gradio_api/call/{api}",
+        content='{"data": ' + data + "}",
+        headers={"Content-Type": "application/json"},
+        timeout=60,
+    )
+    posted.raise_for_status()
+    event = posted.json()["event_id"]
+    return httpx.get(f"{base}/gradio_api/call/{api}/{event}", timeout=120).text
+
+
+def test_a_nan_or_infinite_spoiler_limit_is_one_clear_error(app):
+    """Issue 34, bug 6: NaN (raw JSON) crashed /chat, /characters, /profile and /select_books
+    with "cannot convert float NaN to integer"."""
+    question = json.dumps(FATHER)
+    calls = {
+        "chat": f'[{question}, [], ["{WILD}"], {{}}]',
+        "characters": f'[["{WILD}"], {{}}]',
+        "profile": f'[["{ALICE}"], {{}}, "{ALICE}:alice"]',  # a character chosen
+        "select_books": f'[["{WILD}"], {{}}]',
+    }
+    for api, template in calls.items():
+        out = raw_call(app.url, api, template.replace("{}", "NaN"))
+        assert "event: error" in out and "cannot convert" not in out, (api, out)
+        assert "the spoiler limit must be a finite chapter number, got nan" in out, (api, out)
+        out = raw_call(app.url, api, template.replace("{}", "Infinity"))  # the slider's own check
+        assert "event: error" in out and "is greater than maximum value" in out, (api, out)
+    client = Client(app.url, verbose=False)
+    _, history, _, line, _ = chat(client, "x" * 5000, [WILD])
+    assert "The question is 5,000 characters" in line and history == []
+
+
 # ----------------------------------------------------------------------------- uploads
 def test_upload_a_book_then_ask_it(app, books_dir, tmp_path):
     book = short_book(books_dir / "pg84_frankenstein.txt", tmp_path / "pg84_short.txt", "Letter 3")

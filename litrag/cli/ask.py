@@ -16,6 +16,15 @@ from typing import Any
 from litrag.cli.common import add_backend_flag, settings_from_args
 from litrag.segment.controls import strip_controls
 
+# The request fields as `litrag ask` spells them, for its error lines.
+CLI_NAMES = {
+    "question": "the question",
+    "books": "--book",
+    "upto_chapter": "--upto-chapter",
+    "top_k": "--top-k",
+    "retrieval": "--retrieval",
+}
+
 
 def _close_store(engine: Any) -> None:
     store = engine.retriever.vector_store
@@ -40,6 +49,8 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         print(f"error: {msg}", file=sys.stderr)
         return code
 
+    from litrag.query.ask_request import AskRequest, AskRequestError
+
     question = " ".join(args.question.split())
     if not question:
         return fail("the question is empty")
@@ -58,13 +69,21 @@ def _cmd_ask(args: argparse.Namespace) -> int:
             if books
             else f"no books in {s.home}; add one with: litrag ingest BOOK.txt"
         )
-    if args.upto_chapter is not None:
+    try:  # the checks the UI's /answer API makes too: one request model
+        request = AskRequest.parse(
+            CLI_NAMES,
+            question=question,
+            books=books,
+            upto_chapter=args.upto_chapter,
+            top_k=args.top_k,
+            use_llm=not args.no_llm,
+            retrieval=args.retrieval,
+        )
         most = max((r.chapters for r in records if r.book_id in books), default=None)
-        if args.upto_chapter < 0 or (most is not None and args.upto_chapter > most):
-            where = "1 or more" if most is None else f"1-{most}" if most > 1 else "1"
-            return fail(
-                f"--upto-chapter must be a chapter of the book ({where}), got {args.upto_chapter}"
-            )
+        request.check_chapters(most, "--upto-chapter")
+    except AskRequestError as exc:
+        return fail(str(exc))
+    question = request.question
     answer_llm = None
     if not args.no_llm and llm_backend(s) != "local":
         try:  # a server's client: nothing to start, so a setup mistake is said before any work
