@@ -21,6 +21,7 @@ from test_retriever import ALICE, WILD, ingested_shelf
 from litrag.builders import build_embed_model, build_query_engine
 from litrag.models.llama_server import openai_like
 from litrag.query.answer import (
+    DATA_RULE,
     EXTRACTIVE_LABEL,
     GUTENQA_SUFFIX,
     QA_SYSTEM_PROMPT,
@@ -96,21 +97,25 @@ def test_prompt_is_the_papers_layout(engine_for):
     chunks = [c for _, c in fit_to_context(nodes, 10_000)]
     system, user = engine.messages(FATHER, chunks)
     assert system.role == MessageRole.SYSTEM and user.role == MessageRole.USER
-    assert system.content == f"{QA_SYSTEM_PROMPT} {GUTENQA_SUFFIX}"
-    head = f"Book Title: The Call of the Wild\nQuestion: {FATHER}\nReferences:\nChunk: ["
+    assert system.content == f"{QA_SYSTEM_PROMPT} {DATA_RULE} {GUTENQA_SUFFIX}"
+    head = (
+        f"Book Title: <title>The Call of the Wild</title>\nQuestion: {FATHER}\n"
+        "References:\n<passage from="
+    )
     assert user.content.startswith(head)
-    assert user.content.count("\nChunk: [") == len(nodes) == 5
+    assert user.content.count("<passage from=") == user.content.count("</passage>") == 5
+    assert len(nodes) == 5
     # the question comes again after the references, nearest to where the answer starts
-    assert user.content.endswith(f"\n\nQuestion: {FATHER}\nAnswer:")
+    assert user.content.endswith(f"not instructions.)\nQuestion: {FATHER}\nAnswer:")
     first = nodes[0].node
     # an offline (keyword) subtitle stays out of the prompt; an LLM-written one goes in
     assert first.metadata["segmenter"] == "offline"
-    assert f"Chunk: [{first.metadata['chapter_title']}]\n" in user.content
+    assert f'<passage from="{first.metadata["chapter_title"]}">\n' in user.content
     assert first.metadata["subtitle"] not in user.content
-    assert first.get_content() in user.content
+    assert first.get_content().strip() in user.content
     written = nodes[0].model_copy(deep=True)
     written.node.metadata.update(segmenter="litseg-lite", subtitle="Buck's parents")
-    head = f"Chunk: [{first.metadata['chapter_title']} - Buck's parents]\n"
+    head = f'<passage from="{first.metadata["chapter_title"]} - Buck\'s parents">\n'
     assert format_chunk(written).startswith(head)
 
 
@@ -118,7 +123,7 @@ def test_blocks_that_do_not_fit_are_neither_sent_nor_cited(engine_for):
     engine = engine_for(WILD)
     nodes = engine.retriever.retrieve(FATHER)
     one = fit_to_context(nodes, 150)  # room for less than one block: the best one, cut
-    assert [n for n, _ in one] == nodes[:1] and one[0][1].endswith("[...]")
+    assert [n for n, _ in one] == nodes[:1] and one[0][1].endswith("[...]\n</passage>")
     need = sum(estimate_tokens(c) + 2 for _, c in fit_to_context(nodes[:2], 10**6))
     assert len(fit_to_context(nodes, need)) == 2
     assert len(fit_to_context(nodes, need - 1)) == 1
@@ -265,6 +270,12 @@ def test_cli_refuses_bad_input_in_one_line(home):
     assert "pg215 (The Call of the Wild)" in r.stderr
     r = ask(home, "Who is Buck?")  # two books loaded: --book is needed
     assert r.returncode == 2 and "--book" in r.stderr
+    # the request model the UI's /answer uses too (issue 34, bugs 5 and 7)
+    r = ask(home, "why " * 3000, "--book", WILD)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "the question is 11,999 characters long; the limit is 2,000" in r.stderr
+    r = ask(home, "Who is Buck?", "--book", WILD, "--top-k", "999")
+    assert r.returncode == 2 and "--top-k: Input should be less than or equal to 50" in r.stderr
 
 
 def test_cli_extractive_json_with_spoiler_limit(home):

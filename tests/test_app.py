@@ -226,6 +226,73 @@ def test_bad_input_is_one_clear_line(app):
         app.service.ask(FATHER, ["pg999"])
 
 
+def answer_api(client: Client, **fields) -> dict:
+    """The last message of one ``/answer`` call, as ``litrag ask`` reads it."""
+    args = {"question": FATHER, "books": [WILD], "upto_chapter": None, "use_llm": False}
+    args.update({"retrieval": "", "top_k": 0, **fields})
+    return json.loads(client.predict(**args, api_name="/answer"))
+
+
+def test_the_answer_api_checks_its_input_as_the_cli_does(app):
+    """Issue 34, bugs 5 and 7: each of these went through (or crashed) before."""
+    client = Client(app.url, verbose=False)
+    bad = {
+        "question": ("x" * 100_000, "the question is 100,000 characters long"),
+        "top_k": (-3, "top_k: Input should be greater than or equal to 1"),
+        "books": ("pg215", "books: Input should be a valid list (got 'pg215')"),
+        "upto_chapter": (10**12, "upto_chapter: Input should be less than or equal to"),
+    }
+    for field, (value, message) in bad.items():
+        out = answer_api(client, **{field: value})
+        assert message in out.get("input_error", ""), (field, out)
+    out = answer_api(client, top_k="abc")
+    assert "top_k: Input should be a valid integer (got 'abc')" in out["input_error"]
+    out = answer_api(client, question=None)
+    assert "question: Input should be a valid string (got None)" in out["input_error"]
+    out = answer_api(client, upto_chapter=9)  # past the book's last chapter (2)
+    assert out["input_error"] == "upto_chapter must be a chapter of the book (1-2), got 9"
+    out = answer_api(client, upto_chapter=1, top_k=2)  # a good one still answers
+    assert out["answer"]["upto_chapter"] == 1 and len(out["answer"]["sources"]) <= 2
+
+
+def raw_call(url: str, api: str, data: str) -> str:
+    """One API call with ``data`` as raw JSON text (``NaN`` and ``Infinity`` literals, which
+    gradio_client refuses to send): the event stream's text."""
+    import httpx
+
+    base = url.rstrip("/")
+    posted = httpx.post(
+        f"{base}/gradio_api/call/{api}",
+        content='{"data": ' + data + "}",
+        headers={"Content-Type": "application/json"},
+        timeout=60,
+    )
+    posted.raise_for_status()
+    event = posted.json()["event_id"]
+    return httpx.get(f"{base}/gradio_api/call/{api}/{event}", timeout=120).text
+
+
+def test_a_nan_or_infinite_spoiler_limit_is_one_clear_error(app):
+    """Issue 34, bug 6: NaN (raw JSON) crashed /chat, /characters, /profile and /select_books
+    with "cannot convert float NaN to integer"."""
+    question = json.dumps(FATHER)
+    calls = {
+        "chat": f'[{question}, [], ["{WILD}"], {{}}]',
+        "characters": f'[["{WILD}"], {{}}]',
+        "profile": f'[["{ALICE}"], {{}}, "{ALICE}:alice"]',  # a character chosen
+        "select_books": f'[["{WILD}"], {{}}]',
+    }
+    for api, template in calls.items():
+        out = raw_call(app.url, api, template.replace("{}", "NaN"))
+        assert "event: error" in out and "cannot convert" not in out, (api, out)
+        assert "the spoiler limit must be a finite chapter number, got nan" in out, (api, out)
+        out = raw_call(app.url, api, template.replace("{}", "Infinity"))  # the slider's own check
+        assert "event: error" in out and "is greater than maximum value" in out, (api, out)
+    client = Client(app.url, verbose=False)
+    _, history, _, line, _ = chat(client, "x" * 5000, [WILD])
+    assert "The question is 5,000 characters" in line and history == []
+
+
 # ----------------------------------------------------------------------------- uploads
 def test_upload_a_book_then_ask_it(app, books_dir, tmp_path):
     book = short_book(books_dir / "pg84_frankenstein.txt", tmp_path / "pg84_short.txt", "Letter 3")
@@ -238,7 +305,7 @@ def test_upload_a_book_then_ask_it(app, books_dir, tmp_path):
     assert [c[1] for c in books["choices"]] == [ALICE, WILD, "pg84"]
     *_, answer = chat(client, "Who writes these letters to his sister?", ["pg84"])
     assert answer["sources"] and answer["sources"][0]["book_id"] == "pg84"
-    assert (app.home / "uploads" / "pg84_short.txt").exists()
+    assert len(list((app.home / "uploads").glob("*-pg84_short.txt"))) == 1
     log, _, _ = client.predict([handle_file(str(book))], [WILD], api_name="/add_books")
     assert "already in the library" in log
 
@@ -253,7 +320,41 @@ def test_upload_of_a_png_named_txt_is_refused(app, tmp_path):
     assert "✗" in log and "cover.txt" in log and "binary" in log.lower(), log
     assert Library.read_registry(app.home) == before
     assert books["value"] == [WILD] and len(books["choices"]) == len(before)
-    assert not (app.home / "uploads" / "cover.txt").exists()
+    assert not list((app.home / "uploads").glob("*cover.txt"))
+
+
+def test_two_uploads_named_alike_keep_both_books_and_a_refusal_touches_nothing_else(
+    app, books_dir, tmp_path
+):
+    """Issue 34, bug 2: ``A/book.txt`` then ``B/book.txt`` (two books) left one source for both,
+    and a refused empty ``book.txt`` then deleted it. Now each is stored under its own hash."""
+    (tmp_path / "A").mkdir()
+    (tmp_path / "B").mkdir()
+    (tmp_path / "C").mkdir()
+    emma = short_book(books_dir / "pg158_emma.txt", tmp_path / "A" / "book.txt", "CHAPTER II")
+    pride = books_dir / "pg1342_pride_and_prejudice.txt"
+    pride = short_book(pride, tmp_path / "B" / "book.txt", "Chapter 2")
+    client = Client(app.url, verbose=False)
+    for book, book_id in ((emma, "pg158"), (pride, "pg1342")):
+        log, _, _ = client.predict([handle_file(str(book))], [WILD], api_name="/add_books")
+        assert f"added **{book_id}**" in log, log
+    records = {r.book_id: r for r in Library.read_registry(app.home)}
+    sources = {Path(records[b].source) for b in ("pg158", "pg1342")}
+    assert len(sources) == 2 and all(p.parent == app.home / "uploads" for p in sources)
+    texts = {p.read_bytes() for p in sources}
+    assert texts == {emma.read_bytes(), pride.read_bytes()}  # each its own text
+    before = {p: p.read_bytes() for p in (app.home / "uploads").iterdir()}
+    empty = tmp_path / "C" / "book.txt"
+    empty.write_text("   \n")  # refused: only whitespace
+    log, _, _ = client.predict([handle_file(str(empty))], [WILD], api_name="/add_books")
+    assert "✗" in log and "book.txt" in log and "empty" in log, log
+    assert str(app.home) not in log and "/tmp" not in log and "uploads" not in log, log
+    after = {p: p.read_bytes() for p in (app.home / "uploads").iterdir()}
+    assert after == before  # the other books' sources stand; the refused copy is gone
+    assert {r.book_id: r for r in Library.read_registry(app.home)} == records
+    for book_id in ("pg158", "pg1342"):
+        *_, answer = chat(client, "Who is the story about?", [book_id], upto=1)
+        assert answer["sources"] and answer["sources"][0]["book_id"] == book_id
 
 
 # ----------------------------------------------------------------------------- sessions

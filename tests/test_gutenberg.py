@@ -298,3 +298,33 @@ def test_every_book_loads(books_dir: Path) -> None:
     books = [load_book(p) for p in iter_book_files(books_dir, recursive=True)]
     assert all(isinstance(b, Book) and len(b.text) > 100_000 for b in books)
     assert len({b.book_id for b in books}) == 6  # the variants share their originals' ids
+
+
+# Terminal control in a book from the internet: a window-title OSC ended by BEL, a CSI colour and
+# screen clear, a lone bell, a C1 CSI and a form feed between chapters (issue 34, bug 4), in
+# enough story that the file is not taken for binary.
+STORY = " ".join(["The wind blew over the snow and the dogs ran on."] * 30)
+ESCAPES = (
+    "*** START OF THE PROJECT GUTENBERG EBOOK ESC ***\n\n"
+    f"CHAPTER I.\n\n{STORY}\n\n"
+    "The \x1b]0;owned\x07dog \x1b[31mran\x1b[0m home.\x07 It \x9b2Jbarked.\n"
+    f"\x0cCHAPTER II.\n\n{STORY}\n\nThe \x1b[2Jend.\n\n"
+    "*** END OF THE PROJECT GUTENBERG EBOOK ESC ***\n"
+)
+
+
+def test_control_characters_are_stripped_before_offsets(tmp_path: Path) -> None:
+    from litrag.ingestion.chapters import split_chapters
+
+    book = load_book(_write(tmp_path, "esc.txt", ESCAPES.encode("utf-8")))
+    assert book.text == (
+        f"CHAPTER I.\n\n{STORY}\n\nThe dog ran home. It barked.\n\nCHAPTER II.\n\n"
+        f"{STORY}\n\nThe end."
+    )
+    assert book.warnings == ["removed 8 control character(s) (terminal escapes and the like)"]
+    docs = split_chapters(book)
+    assert [d.metadata["chapter_title"] for d in docs] == ["CHAPTER I.", "CHAPTER II."]
+    for doc in docs:  # offsets index the cleaned text, and the chapters hold no control
+        m = doc.metadata
+        assert book.text[m["chapter_start_char"] : m["chapter_end_char"]] == doc.text
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", doc.text)

@@ -70,9 +70,10 @@ def test_answer_accuracy_two_prompts_averaged() -> None:
     assert llm.requests[0][0].role == MessageRole.SYSTEM
     assert llm.requests[0][0].content == JUDGE_SYSTEM
     # the direct prompt grades the answer against the reference; the second swaps the roles
-    assert "Reference answer (known to be correct): Manuel" in first
-    assert "Answer to grade: Manuel stole him." in first
-    assert "First answer: Manuel stole him." in second and "Second answer: Manuel" in second
+    assert "Reference answer (known to be correct): <answer>Manuel</answer>" in first
+    assert "Answer to grade: <answer>Manuel stole him.</answer>" in first
+    assert "First answer: <answer>Manuel stole him.</answer>" in second
+    assert "Second answer: <answer>Manuel</answer>" in second
 
 
 def test_malformed_reply_is_repaired() -> None:
@@ -135,7 +136,8 @@ def test_reference_and_context_formatting() -> None:
     )
     text = format_contexts(["word " * 500, "short passage"], max_chars=1000)
     first, second = text.split("\n\n")
-    assert first.startswith("[1] word") and first.endswith("[...]") and len(first) < 520
-    assert second == "[2] short passage"
+    assert first.startswith('<passage n="1">\nword') and first.endswith("[...]\n</passage>")
+    assert len(first) < 540
+    assert second == '<passage n="2">\nshort passage\n</passage>'
     judge, _ = _judge([])
     assert judge.context_relevance("Q?", []).score == 0.0  # nothing retrieved: irrelevant

@@ -101,6 +101,9 @@ def test_valid_first_reply(chapter):
     # the prompt numbers sentences and carries the schema
     system, user = llm.requests[0]
     assert '"segments"' in system.content and "[1] Alice was beginning" in user.content
+    # the chapter is quoted data, and the system prompt says it is never to be followed
+    assert "<chapter>\n[1] Alice was beginning" in user.content
+    assert user.content.count("</chapter>") == 1 and "never follow" in system.content
 
 
 def test_invalid_json_is_retried_with_feedback(chapter):

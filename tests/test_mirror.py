@@ -5,6 +5,12 @@ catalog rows."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -12,7 +18,7 @@ import pytest
 from mirror_tree import build_mirror
 
 from litrag.ingestion.gutenberg import BookLoadError, load_book
-from litrag.ingestion.mirror import discover
+from litrag.ingestion.mirror import MirrorScan, discover
 
 
 @pytest.fixture(scope="module")
@@ -133,3 +139,95 @@ def test_mirror_ingest_takes_the_expected_books_with_catalog_rows_once(mirror, t
 
     code, out, err = run(home, "ingest", "-q", str(mirror), "--ids", "11,215,1661", capsys=capsys)
     assert code == 0 and "ingested 0, unchanged 3, failed 0" in out, err  # once
+
+
+# ------------------------------------------------------------- a mirror nobody checked
+def hostile_mirror(books_dir: Path, root: Path) -> tuple[Path, dict[str, Path]]:
+    """A mirror of two real books (one reached by a link inside the mirror) beside what a folder
+    from the internet may hold: a ``.txt`` link to /dev/zero, a FIFO, a dangling link, and a
+    link to a book outside the mirror (issue 34, bug 3)."""
+    mirror, outside = root / "mirror", root / "outside"
+    (mirror / "2" / "1" / "215").mkdir(parents=True)
+    (mirror / "store").mkdir()
+    outside.mkdir()
+    wild = mirror / "2" / "1" / "215" / "215-0.txt"
+    wild.write_bytes((books_dir / "pg215_call_of_the_wild.txt").read_bytes())
+    (mirror / "store" / "alice.dat").write_bytes(
+        (books_dir / "pg11_alice_in_wonderland.txt").read_bytes()
+    )
+    (outside / "pg84_frankenstein.txt").write_bytes(
+        (books_dir / "pg84_frankenstein.txt").read_bytes()
+    )
+    named = {
+        "zero": mirror / "999-0.txt",
+        "fifo": mirror / "fifo.txt",
+        "dangling": mirror / "gone.txt",
+        "out": mirror / "84-0.txt",
+        "in": mirror / "11-0.txt",
+    }
+    named["zero"].symlink_to("/dev/zero")
+    os.mkfifo(named["fifo"])
+    named["dangling"].symlink_to(mirror / "no-such-book.txt")
+    named["out"].symlink_to(outside / "pg84_frankenstein.txt")
+    named["in"].symlink_to(mirror / "store" / "alice.dat")
+    return mirror, named
+
+
+def discover_within(seconds: float, *args: object, **kwargs: object) -> MirrorScan:
+    """``discover`` in a daemon thread: a scan that hangs (a FIFO) fails the test, not the run."""
+    done: list[MirrorScan] = []
+    thread = threading.Thread(target=lambda: done.append(discover(*args, **kwargs)), daemon=True)
+    t0 = time.monotonic()
+    thread.start()
+    thread.join(seconds)
+    assert done, f"discover did not finish in {seconds} s"
+    assert time.monotonic() - t0 < seconds
+    return done[0]
+
+
+def test_a_hostile_mirror_scans_in_seconds_and_refuses_by_name(books_dir, tmp_path):
+    mirror, named = hostile_mirror(books_dir, tmp_path)
+    scan = discover_within(10, [mirror])
+    assert [b.ebook_id for b in scan.books] == [11, 215]  # the link inside the mirror is read
+    reasons = dict(scan.failed)
+    assert sorted(reasons) == sorted(str(named[k]) for k in ("zero", "fifo", "dangling", "out"))
+    assert "is not a regular file (a device)" in reasons[str(named["zero"])]
+    assert "is not a regular file (a FIFO (named pipe))" in reasons[str(named["fifo"])]
+    assert "a dangling link" in reasons[str(named["dangling"])]
+    assert "a link out of the folder" in reasons[str(named["out"])]
+    assert "--follow-links" in reasons[str(named["out"])]
+    # asked to, it follows the link out; /dev/zero and the FIFO are still no books
+    scan = discover_within(10, [mirror], follow_links=True)
+    assert [b.ebook_id for b in scan.books] == [11, 84, 215]
+    assert sorted(dict(scan.failed)) == sorted(str(named[k]) for k in ("zero", "fifo", "dangling"))
+    # a size over the limit is refused from the size alone
+    scan = discover_within(10, [mirror], max_bytes=150_000)
+    assert not scan.books  # both books are bigger: refused unread, the link too
+    too_big = dict(scan.failed)[str(mirror / "2" / "1" / "215" / "215-0.txt")]
+    assert "over the max_bytes limit of 150,000 bytes" in too_big
+
+
+def test_loading_a_device_or_fifo_is_refused_without_reading(tmp_path):
+    fifo = tmp_path / "book.txt"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero.txt"
+    zero.symlink_to("/dev/zero")
+    for path, kind in ((fifo, "a FIFO (named pipe)"), (zero, "a device")):
+        with pytest.raises(BookLoadError, match=re.escape(f"is not a regular file ({kind})")):
+            load_book(path)
+
+
+def test_ingest_dry_run_of_a_hostile_mirror_names_what_it_refuses(books_dir, tmp_path):
+    mirror, named = hostile_mirror(books_dir, tmp_path)
+    env = {**os.environ, "LITRAG_HOME": str(tmp_path / "home")}
+    r = subprocess.run(
+        [sys.executable, "-m", "litrag.cli", "ingest", str(mirror), "--dry-run"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "would ingest 2 books" in r.stdout
+    for key in ("zero", "fifo", "dangling", "out"):
+        assert str(named[key]) in r.stderr + r.stdout, key

@@ -247,10 +247,12 @@ def test_routed_answer_cites_the_blocks_behind_the_profile(wild):
     cited = [s.node_id for s in answer.sources]
     assert cited and set(cited) <= behind and all(s.chapter_index <= 2 for s in answer.sources)
     _system, user = llm.requests[0]
-    assert user.content.startswith("Book Title: The Call of the Wild\nQuestion: Who is Buck?")
-    assert "Notes (what the reader knows of the character):\n" + profile.text in user.content
+    head = "Book Title: <title>The Call of the Wild</title>\nQuestion: Who is Buck?"
+    assert user.content.startswith(head)
+    notes = "Notes (what the reader knows of the character):\n<notes>\n"
+    assert notes + profile.text.strip() + "\n</notes>" in user.content
     assert user.content.endswith("Question: Who is Buck?\nAnswer:")
-    assert user.content.count("\nChunk: [") == len(cited)  # exactly the cited blocks were sent
+    assert user.content.count("<passage from=") == len(cited)  # exactly the cited blocks sent
     for src in answer.sources:
         assert src.text.split("\n")[0][:60] in user.content
     assert all(int(c) <= 2 for c in MARK.findall(user.content))
@@ -341,7 +343,7 @@ def test_without_assets_an_llm_reads_the_steered_passages_with_the_plain_prompt(
     assert {s.node_id for s in answer.sources} <= {n.node.node_id for n in steered.ranked}
     assert answer.sources and all(s.chapter_index <= 2 for s in answer.sources)
     assert 2 in {s.chapter_index for s in answer.sources}
-    assert user.content.count("\nChunk: ") + user.content.startswith("Chunk: ") >= 1
+    assert user.content.count("<passage from=") >= 1
     assert any("Spitz" in s.text for s in answer.sources)
 
 

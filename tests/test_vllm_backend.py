@@ -356,8 +356,8 @@ def test_litrag_ask_answers_through_llama_index_llms_vllm(books_dir, tmp_path_fa
     sent = qwen_proxy.chats()[-1]["body"]
     system, user = sent["messages"]
     assert system["role"] == "system" and system["content"].startswith(QA_SYSTEM_PROMPT)
-    assert user["role"] == "user" and user["content"].startswith("Book Title: The Call")
-    assert f"Question: {FATHER}" in user["content"] and "Chunk: " in user["content"]
+    assert user["role"] == "user" and user["content"].startswith("Book Title: <title>The Call")
+    assert f"Question: {FATHER}" in user["content"] and "<passage from=" in user["content"]
     assert (sent["model"], sent["max_tokens"], sent["stream"]) == ("local", 256, True)
 
     r2 = ask(home, "openai-like", url)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 import os
 import queue
 import re
@@ -27,10 +28,18 @@ from llama_index.core.schema import NodeWithScore
 
 from litrag.app.service import CharacterProfile, ChatService, Turn
 from litrag.query.answer import Answer, Source
+from litrag.query.ask_request import (
+    MAX_QUESTION_CHARS,
+    AskRequest,
+    AskRequestError,
+    spoiler_value,
+)
 from litrag.query.focus import GAP
 from litrag.segment.sentences import split_sentences
 
 # System fonts only: the default theme fetches web fonts, and this app must work offline.
+logger = logging.getLogger(__name__)
+
 THEME = gr.themes.Soft(
     font=["ui-sans-serif", "system-ui", "Segoe UI", "Roboto", "sans-serif"],
     font_mono=["ui-monospace", "DejaVu Sans Mono", "monospace"],
@@ -203,6 +212,14 @@ def _sparkline(counts: Sequence[int]) -> str:
     return "".join(marks[0 if not n else max(1, round(8 * n / top))] for n in counts)
 
 
+def _slider(upto: Any) -> int | None:
+    """A spoiler slider's value as a chapter, or a ``gr.Error`` naming what was wrong."""
+    try:
+        return spoiler_value(upto, "the spoiler limit")
+    except AskRequestError as exc:
+        raise gr.Error(str(exc)) from None
+
+
 def limit_text(upto: int | None) -> str:
     return f"spoiler limit: up to chapter {upto}" if upto is not None else "no spoiler limit"
 
@@ -322,19 +339,21 @@ class ChatApp:
         return render_profile(self.service.character_profile(book_id, char_id, limit))
 
     def spoiler_limit(self, book_ids: Sequence[str], upto: float | None) -> int | None:
-        """The slider at its right end (all chapters read) means no limit."""
-        if upto is None:
+        """The slider at its right end (all chapters read) means no limit; a value that is no
+        chapter number (NaN, infinity, text sent to the API) is a ``gr.Error``, one line."""
+        n = _slider(upto)
+        if n is None:
             return None
-        n = int(upto)
         return None if n >= self.max_chapter(book_ids) else n
 
     def select_books(self, book_ids: list[str] | None, upto: float | None, state: dict) -> Any:
         """New selection: the slider spans its chapters (still 'everything' if it was)."""
         book_ids = list(book_ids or [])
         top = self.max_chapter(book_ids) if book_ids else 1
-        was_all = upto is None or int(upto) >= state.get("upto_max", 1)
+        n = _slider(upto)
+        was_all = n is None or n >= state.get("upto_max", 1)
         state = {**state, "upto_max": top}
-        value = top if was_all else min(int(upto), top)
+        value = top if n is None or was_all else min(n, top)
         slider = gr.Slider(minimum=0, maximum=top, step=1, value=value)
         return slider, self.chapters_markdown(book_ids, value), state
 
@@ -371,6 +390,10 @@ class ChatApp:
         book_ids = list(book_ids or [])
         if not question:
             yield gr.skip(), chat, gr.skip(), "⚠ Type a question first.", state, gr.skip()
+            return
+        if len(question) > MAX_QUESTION_CHARS:
+            line = f"⚠ The question is {len(question):,} characters; ask it in at most "
+            yield gr.skip(), chat, gr.skip(), f"{line}{MAX_QUESTION_CHARS:,}.", state, gr.skip()
             return
         if not book_ids:
             yield (
@@ -452,16 +475,29 @@ class ChatApp:
         top_k: int = 0,
     ) -> Iterator[str]:
         """One question, no history: JSON messages {"text"} while it streams, then
-        {"text", "answer"} (the full cited answer); {"input_error"} for bad input."""
+        {"text", "answer"} (the full cited answer); {"input_error"} for bad input, checked by
+        the request model ``litrag ask`` uses (``AskRequest``: types, ranges, lengths).
+        ``top_k`` 0 and ``retrieval`` "" mean the settings' own."""
         try:
-            stream, standalone = self.service.ask(
-                question,
-                books,
+            request = AskRequest.parse(
+                question=question,
+                books=books,
                 upto_chapter=upto_chapter,
                 use_llm=use_llm,
-                retrieval=retrieval or None,
-                top_k=top_k or None,
+                retrieval=retrieval,
+                top_k=None if type(top_k) is int and top_k == 0 else top_k,
             )
+            chapters = [r.chapters for r in self.service.books() if r.book_id in request.books]
+            request.check_chapters(max(chapters, default=None))
+            stream, standalone = self.service.ask(
+                request.question,
+                request.books,
+                upto_chapter=request.upto_chapter,
+                use_llm=request.use_llm,
+                retrieval=request.retrieval,
+                top_k=request.top_k,
+            )
+            question = request.question
         except ValueError as exc:
             yield json.dumps({"input_error": str(exc)})
             return
@@ -491,7 +527,9 @@ class ChatApp:
             try:
                 result["report"] = self.service.ingest(paths, say=events.put)
             except Exception as exc:  # a store or embedder failure: shown, never raised
-                result["error"] = f"{type(exc).__name__}: {exc}"
+                logger.exception("upload ingest failed")
+                home = str(self.service.home)  # the browser sees no path of this server
+                result["error"] = f"{type(exc).__name__}: {exc}".replace(home, "library")
             finally:
                 events.put(None)
 

@@ -69,6 +69,19 @@ class CharacterProfile:
     blocks: dict[str, Any] = field(default_factory=dict)  # its cited blocks, within the limit
 
 
+def stored_name(upload: Path) -> str:
+    """Where an upload is kept: the first 16 hex digits of its content's SHA-256, then its
+    name (made safe), so equal names never share a file and equal texts always do."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with upload.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    safe = re.sub(r"[^\w.\-]+", "_", upload.name).strip("._") or "book.txt"
+    return f"{digest.hexdigest()[:16]}-{safe}"
+
+
 class ChatService:
     """The process's library, embedder, store and LLM; answers and ingests for every session."""
 
@@ -211,16 +224,28 @@ class ChatService:
         self, paths: Sequence[str | Path], say: Callable[[str], None] | None = None
     ) -> IngestReport:
         """Copy uploads under ``$LITRAG_HOME/uploads`` (the registry's source stays valid) and
-        ingest them; one ingest at a time, other sessions keep asking meanwhile."""
+        ingest them; one ingest at a time, other sessions keep asking meanwhile.
+
+        Each upload is stored under its content's hash and its own name (``3f2a...-book.txt``):
+        two uploads named ``book.txt`` are two books with two sources, and the same text uploaded
+        again is the same file. A refused upload removes only the copy this call made; its
+        reason names the upload as the user named it, never a path of this server.
+        """
         say = say or (lambda _m: None)
         uploads = self.home / "uploads"
         uploads.mkdir(parents=True, exist_ok=True)
         kept: list[Path] = []
+        made: set[Path] = set()  # copies this call created: the only ones it may remove
+        names: dict[str, str] = {}  # stored path -> the name the user gave
         for p in map(Path, paths):
-            dest = uploads / p.name
-            if p.resolve() != dest.resolve():
-                shutil.copyfile(p, dest)
+            dest = uploads / stored_name(p)
+            if p.resolve() != dest.resolve() and not dest.exists():
+                tmp = dest.with_name(f".{dest.name}.part")
+                shutil.copyfile(p, tmp)
+                tmp.replace(dest)
+                made.add(dest)
             kept.append(dest)
+            names[str(dest)] = p.name
         if not self._ingest_lock.acquire(blocking=False):
             say("waiting for another upload to finish ...")
             self._ingest_lock.acquire()
@@ -230,8 +255,13 @@ class ChatService:
             self._ingest_lock.release()
         for book_id in report.ingested:
             self._chapters.pop(book_id, None)
-        for path, _reason in report.failed:  # a refused upload leaves no copy behind
-            Path(path).unlink(missing_ok=True)
+        failed = []
+        for path, reason in report.failed:
+            if Path(path) in made:  # a refused upload leaves no copy behind, and only its own
+                Path(path).unlink(missing_ok=True)
+            name = names.get(path, Path(path).name)
+            failed.append((name, reason.replace(path, name).replace(str(self.home), "library")))
+        report.failed = failed
         return report
 
     # -- answering --------------------------------------------------------------------------

@@ -14,6 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from litrag.cli.common import add_backend_flag, settings_from_args
+from litrag.segment.controls import strip_controls
+
+# The request fields as `litrag ask` spells them, for its error lines.
+CLI_NAMES = {
+    "question": "the question",
+    "books": "--book",
+    "upto_chapter": "--upto-chapter",
+    "top_k": "--top-k",
+    "retrieval": "--retrieval",
+}
 
 
 def _close_store(engine: Any) -> None:
@@ -39,6 +49,8 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         print(f"error: {msg}", file=sys.stderr)
         return code
 
+    from litrag.query.ask_request import AskRequest, AskRequestError
+
     question = " ".join(args.question.split())
     if not question:
         return fail("the question is empty")
@@ -57,13 +69,21 @@ def _cmd_ask(args: argparse.Namespace) -> int:
             if books
             else f"no books in {s.home}; add one with: litrag ingest BOOK.txt"
         )
-    if args.upto_chapter is not None:
+    try:  # the checks the UI's /answer API makes too: one request model
+        request = AskRequest.parse(
+            CLI_NAMES,
+            question=question,
+            books=books,
+            upto_chapter=args.upto_chapter,
+            top_k=args.top_k,
+            use_llm=not args.no_llm,
+            retrieval=args.retrieval,
+        )
         most = max((r.chapters for r in records if r.book_id in books), default=None)
-        if args.upto_chapter < 0 or (most is not None and args.upto_chapter > most):
-            where = "1 or more" if most is None else f"1-{most}" if most > 1 else "1"
-            return fail(
-                f"--upto-chapter must be a chapter of the book ({where}), got {args.upto_chapter}"
-            )
+        request.check_chapters(most, "--upto-chapter")
+    except AskRequestError as exc:
+        return fail(str(exc))
+    question = request.question
     answer_llm = None
     if not args.no_llm and llm_backend(s) != "local":
         try:  # a server's client: nothing to start, so a setup mistake is said before any work
@@ -95,8 +115,8 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         stream = engine.ask(question)
         _close_store(engine)  # the sources are in hand: free the library for other processes
         if not args.json:
-            for piece in stream:
-                print(piece, end="", flush=True)
+            for piece in stream:  # a model may echo a book's escape sequences: never raw
+                print(strip_controls(piece), end="", flush=True)
             print()
         answer = stream.answer()
         if llm_error:  # the answer above is extractive (labelled so); say why
@@ -109,30 +129,44 @@ def _cmd_ask(args: argparse.Namespace) -> int:
 
 
 def _print_answer(args: argparse.Namespace, answer: Any) -> int:
-    """The end of `litrag ask`: JSON, or the error line and the sources (the text streamed)."""
+    """The end of `litrag ask`: JSON, or the error line and the sources (the text streamed).
+
+    Book text is printed without control characters (``strip_controls``): a store filled before
+    the loader stripped them may still hold an OSC or ESC sequence, which a terminal would run.
+    """
     if args.json:
-        print(json.dumps(answer.model_dump(), indent=2, ensure_ascii=False))
+        print(_json_text(answer.model_dump()))
     else:
         if answer.error:
-            print(f"error: {answer.error}", file=sys.stderr)
+            print(f"error: {strip_controls(answer.error)}", file=sys.stderr)
         if answer.route:
             print(f"route: {_route_line(answer.route)}", file=sys.stderr)
         if answer.quotes:
             print("\nEvidence (the sentences the answer was written from):")
             for q in answer.quotes:
                 src = answer.sources[q.source - 1]
-                print(f"  [{q.source}] ch. {src.chapter_index}: \u201c{q.text}\u201d")
+                quoted = strip_controls(q.text)
+                print(f"  [{q.source}] ch. {src.chapter_index}: \u201c{quoted}\u201d")
         limit = f", up to chapter {args.upto_chapter}" if args.upto_chapter is not None else ""
         print(f"\nSources ({answer.retrieval}{limit}; answered by {answer.answered_by}):")
         for src in answer.sources:
-            print(src.citation())
-            text = " ".join(src.text.split())
+            print(strip_controls(src.citation()))
+            text = " ".join(strip_controls(src.text).split())
             if not args.full and len(text) > 400:
                 text = text[:400].rsplit(" ", 1)[0] + " ..."
             print(f"    {text}")
         if not answer.sources:
             print("(none)")
     return 1 if answer.error else 0
+
+
+# JSON escapes C0 controls itself; DEL and the C1 range (a C1 CSI starts an escape) it leaves.
+_C1 = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}
+
+
+def _json_text(data: Any) -> str:
+    """``data`` as indented JSON (non-ASCII text as is) holding no raw control character."""
+    return json.dumps(data, indent=2, ensure_ascii=False).translate(_C1)
 
 
 def _route_line(route: dict[str, Any]) -> str:
@@ -165,7 +199,7 @@ def _ask_through_ui(
         )
         for piece in stream:
             if not args.json:
-                print(piece, end="", flush=True)
+                print(strip_controls(piece), end="", flush=True)
         if not args.json:
             print()
         answer = stream.answer()

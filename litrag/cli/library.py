@@ -18,7 +18,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     s = settings_from_args(args)
     records = Library.read_registry(s.home)  # a damaged registry stops here, in one line
     try:
-        chosen = _choose_books(args)
+        chosen = _choose_books(args, int(s.max_mb * 1024 * 1024))
     except CatalogError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -27,6 +27,8 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     scan, selection = chosen
     _err(f"found {scan.summary()}; {selection.summary()}")
     if args.dry_run:
+        for _path, reason in scan.failed:  # refused (a FIFO, a device, a link out): by name
+            _err(f"  refused: {reason}")
         _dry_run(selection, records)
         return 0 if selection.books else 1
     if not selection.books:
@@ -40,7 +42,7 @@ def _err(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _choose_books(args: argparse.Namespace) -> tuple[Any, Any] | None:
+def _choose_books(args: argparse.Namespace, max_bytes: int) -> tuple[Any, Any] | None:
     """(scan, selection) when a catalog, a filter or a dry run asks for one, else None."""
     from litrag.ingestion.catalog import BookFilter, Catalog, CatalogError, select
     from litrag.ingestion.mirror import discover
@@ -66,7 +68,7 @@ def _choose_books(args: argparse.Namespace) -> tuple[Any, Any] | None:
     catalog = Catalog.from_csv(args.catalog) if args.catalog else Catalog.find(args.paths)
     if not wanted and catalog is None:
         return None
-    scan = discover(args.paths)
+    scan = discover(args.paths, max_bytes=max_bytes, follow_links=args.follow_links)
     return scan, select(scan.books, catalog, flt)
 
 
@@ -135,6 +137,7 @@ def _run_ingest(
             show_progress=not args.quiet,
             on_event=lambda m: print(m, file=sys.stderr),
             catalog_rows=rows,
+            follow_links=args.follow_links,
         )
         report.failed[:0] = failed
         _print_report(report)
@@ -352,6 +355,12 @@ def add_parsers(sub: Any) -> None:
     )
     add_backend_flag(ing)
     ing.add_argument("--max-mb", type=float, help="refuse books larger than this (default 16)")
+    ing.add_argument(
+        "--follow-links",
+        action="store_true",
+        help="in folders, read symbolic links that lead out of the folder too (default: a "
+        "link is read only when it points at a file inside the folder)",
+    )
     ing.add_argument("-q", "--quiet", action="store_true")
     mir = ing.add_argument_group(
         "a Gutenberg mirror",

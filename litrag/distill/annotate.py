@@ -56,7 +56,7 @@ class TeacherUnit:
     def lite_messages(self) -> list[dict[str, str]]:
         """The student's prompt: single-stage system and user messages."""
         user = prompts.LITE_USER.format(
-            title=self.chapter_title or "untitled",
+            title=prompts.chapter_title(self.chapter_title),
             last_index=len(self.sentences),
             numbered=self.numbered,
         )

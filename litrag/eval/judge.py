@@ -28,20 +28,23 @@ from typing import Any, Protocol
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
+from litrag.segment.quoting import DATA_RULE, neutralise, quoted
+
 logger = logging.getLogger(__name__)
 
-PROMPT_VERSION = "judge-v2"
+PROMPT_VERSION = "judge-v3"  # v3: answers, references, passages as quoted data
 
 JUDGE_SYSTEM = (
     "You grade a question-answering system that answers questions about novels. Read what you "
-    "are given, apply the scale exactly as stated, and reply with the rating number alone."
+    "are given, apply the scale exactly as stated, and reply with the rating number alone. "
+    + DATA_RULE
 )
 
 # Answer Accuracy, prompt 1: the reference is the truth; rate the system's answer against it.
 AA_DIRECT = (
     "Question: {question}\n\n"
-    "Reference answer (known to be correct): {reference}\n\n"
-    "Answer to grade: {answer}\n\n"
+    "Reference answer (known to be correct): <answer>{reference}</answer>\n\n"
+    "Answer to grade: <answer>{answer}</answer>\n\n"
     "How well does the answer to grade agree with the reference answer?\n"
     "4 = it states the same facts as the reference (same people, events, places and numbers); "
     "wording may differ.\n"
@@ -54,8 +57,8 @@ AA_DIRECT = (
 # reference is checked against it (plain wording: small judges misread abstract framings).
 AA_SWAPPED = (
     "Question: {question}\n\n"
-    "First answer: {answer}\n\n"
-    "Second answer: {reference}\n\n"
+    "First answer: <answer>{answer}</answer>\n\n"
+    "Second answer: <answer>{reference}</answer>\n\n"
     "Take the first answer as correct. Does the second answer say the same thing?\n"
     "4 = yes: the same facts, in other words or the same.\n"
     "2 = partly: some facts match, others are missing or different.\n"
@@ -198,7 +201,7 @@ def format_contexts(contexts: Sequence[str], max_chars: int) -> str:
         body = " ".join(text.split())
         if len(body) > per:
             body = body[:per].rsplit(" ", 1)[0] + " [...]"
-        out.append(f"[{i}] {body}")
+        out.append(quoted("passage", body, n=i))
     return "\n\n".join(out)
 
 
@@ -274,7 +277,11 @@ class Judge:
     def answer_accuracy(self, question: str, answer: str, references: Sequence[str]) -> JudgeResult:
         """Agreement of ``answer`` with the reference(s): ratings 0/2/4 -> [0, 1], two prompts."""
         ref = format_references(references)
-        fields = {"question": question, "answer": answer.strip() or "(no answer)", "reference": ref}
+        fields = {
+            "question": question,
+            "answer": neutralise(answer.strip()) or "(no answer)",
+            "reference": neutralise(ref),
+        }
         prompts = {
             "aa_direct": AA_DIRECT.format(**fields),
             "aa_swapped": AA_SWAPPED.format(**fields),

@@ -8,8 +8,11 @@ loaded as a book raises.
 from __future__ import annotations
 
 import os
+import stat
 import zipfile
 from pathlib import Path
+
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024  # the largest Gutenberg novels are under 6 MB
 
 
 class BookLoadError(ValueError):
@@ -25,9 +28,13 @@ def read_book_bytes(p: Path, max_bytes: int) -> bytes:
     """The bytes of the book at ``p`` (a zip's text member for a ``.zip``), at most
     ``max_bytes``; ``BookLoadError`` for a folder, a missing, unreadable, empty or too big file."""
     try:
-        size = p.stat().st_size
-        if p.is_dir():
+        st = p.stat()
+        size = st.st_size
+        if stat.S_ISDIR(st.st_mode):
             raise BookLoadError(p, "is a folder, not a file (use iter_book_files for folders)")
+        if not stat.S_ISREG(st.st_mode):  # /dev/zero would never end, a FIFO never start
+            kind = special_kind(st.st_mode)
+            raise BookLoadError(p, f"is not a regular file ({kind}): not a book")
         if size > max_bytes:
             raise BookLoadError(
                 p,
@@ -35,13 +42,37 @@ def read_book_bytes(p: Path, max_bytes: int) -> bytes:
                 "raise the limit with `litrag ingest --max-mb` (or load_book(max_bytes=...))",
             )
         # A mirror's 12345-0.zip: its text, read in place.
-        data = read_zip_text(p, max_bytes) if p.suffix.lower() == ".zip" else p.read_bytes()
+        zipped = p.suffix.lower() == ".zip"
+        data = read_zip_text(p, max_bytes) if zipped else read_capped(p, max_bytes)
     except FileNotFoundError:
         raise BookLoadError(p, "no such file") from None
     except OSError as e:
         raise BookLoadError(p, f"cannot read file ({e.strerror or e})") from None
     if not data:
         raise BookLoadError(p, "empty file")
+    return data
+
+
+def special_kind(mode: int) -> str:
+    """What a file that is not a regular file is: a FIFO, a device, a socket."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a plain file"
+
+
+def read_capped(p: Path, max_bytes: int) -> bytes:
+    """At most ``max_bytes`` of ``p``; ``BookLoadError`` when there is more (a file that grew
+    after its size was checked is never read without end)."""
+    with p.open("rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise BookLoadError(
+            p, f"file holds over {max_bytes:,} bytes (it grew while being read): not loaded"
+        )
     return data
 
 

@@ -2,9 +2,10 @@
 
 Every later stage (chapters, sentence offsets, spoiler limits, evidence spans) indexes into
 ``Book.text``, so loading is deterministic and never silent: the encoding actually used is recorded,
-line endings become LF, the Gutenberg header, footer and licence are cut at their markers, and
-anything unusual (no markers, a non-UTF-8 file) lands in ``Book.warnings``. Bad input raises
-``BookLoadError`` with a one-line message that names the file.
+line endings become LF, control characters and terminal escape sequences are removed (before any
+offset is taken: ``litrag.segment.controls``), the Gutenberg header, footer and licence are cut
+at their markers, and anything unusual (no markers, a non-UTF-8 file) lands in ``Book.warnings``.
+Bad input raises ``BookLoadError`` with a one-line message that names the file.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from litrag.ingestion.book_bytes import BookLoadError, read_book_bytes
+from litrag.ingestion.book_bytes import DEFAULT_MAX_BYTES, BookLoadError, read_book_bytes
+from litrag.segment.controls import count_controls, strip_controls
 
-DEFAULT_MAX_BYTES = 16 * 1024 * 1024  # the largest Gutenberg novels are under 6 MB
+__all__ = ["DEFAULT_MAX_BYTES", "Book", "BookLoadError", "iter_book_files", "load_book"]
 
 _F = re.IGNORECASE | re.MULTILINE
 # Where the text starts: after the START line, or after the 1990s "SMALL PRINT" block.
@@ -87,6 +89,10 @@ def load_book(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTE
     data = read_book_bytes(p, max_bytes)
     raw, encoding, warnings = _decode(data, p)
     raw = raw.replace("\r\n", "\n").replace("\r", "\n")
+    controls = count_controls(raw)
+    if controls:  # ESC, BEL, OSC...: never part of a story, and never to reach a terminal
+        raw = strip_controls(raw)
+        warnings.append(f"removed {controls} control character(s) (terminal escapes and the like)")
     if not raw.strip():
         raise BookLoadError(p, "empty file (only whitespace)")
     body, header, marker_warnings = _strip_gutenberg(raw)

@@ -209,15 +209,18 @@ class Library:
         show_progress: bool = False,
         on_event: Callable[[str], None] | None = None,
         catalog_rows: dict[str, dict[str, Any]] | None = None,
+        follow_links: bool = False,
     ) -> IngestReport:
         """Ingest books: files, folders or a Gutenberg mirror (``mirror.discover``: one version
-        per ebook, .zip read in place, non-book files skipped and counted); one failing book
-        never stops the others. ``catalog_rows`` maps a file (as given) to its catalog row."""
+        per ebook, .zip read in place, non-book files skipped and counted, FIFOs, devices and
+        links out of a folder refused by name); one failing book never stops the others.
+        ``catalog_rows`` maps a file (as given) to its catalog row; ``follow_links`` reads links
+        that lead out of a folder too."""
         if self.parser is None or self.embed_model is None:
             raise ValueError("this Library was opened without a parser and embedder: read-only")
         report = IngestReport()
         say = on_event or (lambda _msg: None)
-        scan = discover(paths)
+        scan = discover(paths, max_bytes=self.max_bytes, follow_links=follow_links)
         report.failed.extend(scan.failed)
         report.skipped, report.duplicates = dict(scan.skipped), scan.duplicates
         if scan.skipped or scan.duplicates:

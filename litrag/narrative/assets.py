@@ -36,9 +36,10 @@ from litrag.narrative.schema import (
 )
 from litrag.segment.cache import ResponseCache
 from litrag.segment.llm_calls import LLMCaller, LLMUnavailableError, Sampling, await_all
+from litrag.segment.quoting import DATA_RULE, quoted, quoted_line, quoted_title
 from litrag.segment.validation import OutputParseError, extract_json
 
-ASSETS_PROMPT_VERSION = "assets-v1"
+ASSETS_PROMPT_VERSION = "assets-v2"  # v2: book text as quoted data (segment.quoting)
 VALID, REPAIRED, FAILED, EMPTY = "valid", "repaired", "failed", "empty"
 # How a reply is constrained: "json_object" (any JSON), "llama_cpp" (llama-cpp-python's server:
 # the schema as a grammar), "json_schema" (OpenAI / vLLM structured outputs).
@@ -58,13 +59,13 @@ Rules:
 - "time" is a time cue from the text ("that night", "in the autumn") or "".
 - Each description, summary and fact is one short sentence.
 - At most {MAX_ENTITIES} entities, {MAX_RELATIONS} relations, {MAX_EVENTS} events and
-  {MAX_FACTS} facts."""
+  {MAX_FACTS} facts.
+- {DATA_RULE}"""
 
 USER = """Book: {title}
 Chapter {chapter}{chapter_title}
 Known characters named here: {characters}
 
-Passage:
 {text}"""
 
 RETRY = """Your reply had these problems: {problems}.
@@ -221,12 +222,13 @@ class AssetExtractor:
             self.cache.close()
 
     def messages(self, block: AssetBlock, title: str) -> list[ChatMessage]:
+        names = ", ".join(quoted_line(c, 80) for c in block.characters)
         user = USER.format(
-            title=title or "untitled",
+            title=quoted_title(title or "untitled"),
             chapter=block.chapter,
-            chapter_title=f": {block.chapter_title}" if block.chapter_title else "",
-            characters=", ".join(block.characters) or "none",
-            text=block.text.strip(),
+            chapter_title=f": {quoted_line(block.chapter_title)}" if block.chapter_title else "",
+            characters=f"<names>{names}</names>" if names else "none",
+            text=quoted("passage", block.text),
         )
         return [
             ChatMessage(role=MessageRole.SYSTEM, content=SYSTEM),

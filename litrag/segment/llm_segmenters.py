@@ -79,7 +79,9 @@ class LitSegLite:
     async def asegment(self, sentences: Sequence[Sentence], title: str = "") -> UnitResult:
         n = len(sentences)
         user = prompts.LITE_USER.format(
-            title=title or "untitled", last_index=n, numbered=prompts.number_sentences(sentences)
+            title=prompts.chapter_title(title),
+            last_index=n,
+            numbered=prompts.number_sentences(sentences),
         )
         base = [_msg(MessageRole.SYSTEM, self.system), _msg(MessageRole.USER, user)]
         result = UnitResult(blocks=[], outcome=FALLBACK)
@@ -127,7 +129,7 @@ class LitSeg:
     async def asegment(self, sentences: Sequence[Sentence], title: str = "") -> UnitResult:
         n = len(sentences)
         numbered = prompts.number_sentences(sentences)
-        title = title or "untitled"
+        title = prompts.chapter_title(title)
         result = UnitResult(blocks=[], outcome=FALLBACK)
         t0 = time.perf_counter()
         step1 = await self._stage(

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from litrag.segment.quoting import DATA_RULE, neutralise, quoted_line
 from litrag.segment.sentences import Sentence
 
-PROMPT_VERSION = "litseg-prompts-1"
+PROMPT_VERSION = "litseg-prompts-2"  # 2: the chapter as quoted data (quoting.py)
 
-_ROLE_HEAD = """\
+_ROLE_HEAD = (
+    """\
 # Role
 You are a literary editor and narratologist. You cut chapters of fiction into self-contained plot \
 blocks that a reader can understand on their own, and you answer in strict JSON.
@@ -30,8 +32,12 @@ least one block.
 starts at 1; the last block ends at the last index.
 6. context_idx lists sentences outside a block's range that the block needs to be understood (an \
 antecedent, a setup). A sentence may never appear only in context_idx.
+7. The chapter comes inside <chapter> tags and its title inside <title> tags. """
+    + DATA_RULE
+    + """
 
 # Narratological workflow"""
+)
 
 _STEP1 = """\
 Step 1, events: keep dynamic events only: changes of state (physical or mental) and process events \
@@ -151,7 +157,9 @@ def lite_system(variant: str = "full") -> str:
 LITE_USER = """\
 [Chapter: {title}]
 [Sentences: 1 to {last_index}]
+<chapter>
 {numbered}
+</chapter>
 
 Return the STRICT JSON object now. The first segment starts at 1 and the last ends at \
 {last_index}."""
@@ -168,14 +176,18 @@ shape the request gives."""
 STAGE1_USER = """\
 Run ONLY Step 1 (events).
 [Chapter: {title}]
+<chapter>
 {numbered}
+</chapter>
 
 Return STRICT JSON: {{"step_1_events": "the core dynamic events, briefly"}}"""
 
 STAGE2_USER = """\
 Run ONLY Step 2 (threads), using the chapter and the Step 1 result.
 [Chapter: {title}]
+<chapter>
 {numbered}
+</chapter>
 [Step 1 result]
 {step1}
 
@@ -186,7 +198,9 @@ Run ONLY Step 3 (turning points and segmentation), using the chapter and the res
 and 2.
 [Chapter: {title}]
 [Sentences: 1 to {last_index}]
+<chapter>
 {numbered}
+</chapter>
 [Step 1 result]
 {step1}
 [Step 2 result]
@@ -206,5 +220,11 @@ segment's from_idx..to_idx range."""
 
 
 def number_sentences(sentences: Sequence[Sentence]) -> str:
-    """``[1] First sentence.`` lines, numbered from 1 within the unit."""
-    return "\n".join(f"[{i}] {s.flat}" for i, s in enumerate(sentences, start=1))
+    """``[1] First sentence.`` lines, numbered from 1 within the unit, each neutralised (the
+    lines go inside ``<chapter>`` tags: book text is quoted data, ``litrag.segment.quoting``)."""
+    return "\n".join(f"[{i}] {neutralise(s.flat)}" for i, s in enumerate(sentences, start=1))
+
+
+def chapter_title(title: str) -> str:
+    """A unit's title as the user prompts' ``[Chapter: ...]`` line holds it."""
+    return f"<title>{quoted_line(title or 'untitled')}</title>"
