@@ -196,3 +196,28 @@ def test_remove_takes_the_children_too(wild, tmp_path):
         assert count_points(other.store, WILD) == 0
     finally:
         other.close()
+
+
+def test_the_sources_open_on_the_paragraph_that_ranked_the_block(wild):
+    """The chat's sources panel (and `ask` without --full) show the winning paragraph even when
+    it lies past the first screenful of a long block."""
+    from litrag.app.chat import PASSAGE_CHARS, render_passage
+
+    lib, _ = wild
+    r = BookRetriever(lib.store, lib.embed_model, WILD, children_store=lib.children_store)
+    shown = 0
+    asked = [*QUESTIONS, "Buck fought the dogs in the snow", "the man with the club"]
+    for q in asked:
+        for nws in r.retrieve(q):
+            src = Source.from_node(1, nws)
+            flat = " ".join(src.text.split())
+            para = " ".join(src.evidence.split())
+            if flat.find(para) <= 0 or len(flat) <= PASSAGE_CHARS:
+                assert not render_passage(src).startswith("… ")  # shown from its start
+                continue
+            panel = render_passage(src)
+            assert panel.startswith("… ") and panel.split()[1] == para.split()[0].replace(
+                "*", "\\*"
+            )
+            shown += 1
+    assert shown > 0  # some winning paragraph lay past the start of a long block

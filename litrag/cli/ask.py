@@ -152,6 +152,9 @@ def _print_answer(args: argparse.Namespace, answer: Any) -> int:
         for src in answer.sources:
             print(strip_controls(src.citation()))
             text = " ".join(strip_controls(src.text).split())
+            para = " ".join(strip_controls(src.evidence or "").split())
+            if not args.full and para and text.find(para) > 0 and len(text) > 400:
+                text = "... " + text[text.find(para) :]  # open on the paragraph that ranked it
             if not args.full and len(text) > 400:
                 text = text[:400].rsplit(" ", 1)[0] + " ..."
             print(f"    {text}")
