@@ -39,9 +39,12 @@ def guide(messages: list[dict]) -> str:
     user = next(m for m in messages if m["role"] == "user")["content"]
     if isinstance(user, list):
         user = "".join(p.get("text", "") for p in user)
-    head, _, passage = user.partition("\n\nPassage:\n")
+    head = user
+    found = re.search(r"<passage[^>]*>(.*?)</passage>", user, re.S)  # book text as tagged data
+    passage = found.group(1) if found else ""
     chapter = int(re.search(r"^Chapter (\d+)", head, re.M).group(1))
     known = re.search(r"^Known characters named here: (.*)$", head, re.M).group(1)
+    known = re.sub(r"</?names>", "", known)  # book text arrives as tagged data
     names = [n.strip() for n in known.split(",") if n.strip() and n.strip() != "none"][:4]
     words = " ".join(passage.split()[:6])[:80]
     more = " ".join(passage.split()[:40])[:140]  # grounded, as a faithful reader's items are
