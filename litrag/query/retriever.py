@@ -156,20 +156,20 @@ class RetrievalSettings(BaseModel):
         return self.dense_top_k + self.sparse_top_k if reranking else self.top_k
 
     def describe(self, reranker: str | None = None, through_children: bool = False) -> str:
+        dense_k, sparse_k = self.dense_top_k, self.sparse_top_k
+        if through_children:  # the children's lists are child_top_k deep (child_query)
+            dense_k = sparse_k = self.child_top_k
         if self.mode == "hybrid":
-            how = (
-                f"hybrid dense top {self.dense_top_k} + BM25 top {self.sparse_top_k} "
-                f"(alpha {self.alpha:g})"
-            )
+            how = f"hybrid dense top {dense_k} + BM25 top {sparse_k} (alpha {self.alpha:g})"
         elif self.mode == "dense":
-            how = f"dense top {self.dense_top_k}"
+            how = f"dense top {dense_k}"
         else:
-            how = f"BM25 top {self.sparse_top_k}"
+            how = f"BM25 top {sparse_k}"
         if self.mode != "dense" and self.bm25_windows > 0:
             what = "windows" if self.bm25_window_kind == "sentences" else "paragraph children"
             how += f", BM25 {what} {self.bm25_windows:g}"
         if through_children:
-            how = f"paragraph children: {how} (top {self.child_top_k} each), best child per block"
+            how = f"paragraph children: {how}, each block by its best child"
         rr = f", reranked by {reranker}" if reranker else ", no reranker"
         return f"{self.preset}: {how}{rr}, top {self.top_k}"
 
