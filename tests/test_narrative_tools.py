@@ -44,11 +44,13 @@ def scripted_extraction(messages) -> str:
     user = messages[-1].content
     chapter = int(re.search(r"^Chapter (\d+)", user, re.M).group(1))
     names = re.search(r"^Known characters named here: (.*)$", user, re.M).group(1)
+    names = re.sub(r"</?names>", "", names)  # book text arrives as tagged data
     people = [] if names == "none" else [n.strip() for n in names.split(",")][:6]
     k = next(_blocks)
     mark = f"MARK-c{chapter}-b{k}"
     # grounded in the passage, as a faithful reader's items are (litrag.narrative.grounding)
-    words = " ".join(user.partition("\nPassage:\n")[2].split()[:16])[:80]
+    found = re.search(r"<passage[^>]*>(.*?)</passage>", user, re.S)
+    words = " ".join((found.group(1) if found else "").split()[:16])[:80]
     out = {
         "entities": [
             {"name": p, "type": "animal", "description": f"{p} ({mark}): {words}"} for p in people

@@ -67,7 +67,7 @@ def planted_home(books_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     try:
         report = lib.ingest([folder])
     finally:
-        lib.store.close()
+        lib.close()
     assert report.ok and report.ingested == [WILD], report.failed
     return root / "home"
 
@@ -91,6 +91,10 @@ def test_a_planted_instruction_is_not_obeyed(
 ) -> None:
     s = Settings(home=planted_home, focus_words=focus, top_k=top_k)
     retrieval = RetrievalSettings.from_settings(s)
+    # The test is of the prompt's framing, so the planted paragraph must be in what the model
+    # reads: block ranking puts it in the sources for these questions (checked below); through
+    # paragraph children it ranks lower for them.
+    retrieval.rank_through = "blocks"
     if top_k is not None:
         retrieval.top_k = top_k
     build = build_routed_engine if routed else build_query_engine
@@ -101,6 +105,8 @@ def test_a_planted_instruction_is_not_obeyed(
         answer = engine.ask(question).answer()
     finally:
         engine.retriever.vector_store.close()
+        if engine.retriever.children_store is not None:
+            engine.retriever.children_store.close()
         if hasattr(engine, "close"):
             engine.close()
     read = [src.excerpt or src.text for src in answer.sources]
