@@ -135,7 +135,8 @@ def has_children(s: Settings, records: Sequence[BookRecord], book_ids: Sequence[
     children's collection is there to open)."""
     from litrag.query.stores import children_collection
 
-    chosen = [r for r in records if r.book_id in set(book_ids)]
+    wanted = set(book_ids)
+    chosen = [r for r in records if r.book_id in wanted]
     if not chosen or any(r.children <= 0 for r in chosen):
         return False
     return bool(s.qdrant_url) or (s.home / "index" / children_collection(s.collection)).exists()

@@ -34,6 +34,7 @@ from litrag.query.ask_request import (
     AskRequestError,
     spoiler_value,
 )
+from litrag.query.evidence import from_evidence
 from litrag.query.focus import GAP
 from litrag.segment.sentences import split_sentences
 
@@ -85,11 +86,9 @@ def render_passage(src: Source, evidence: Sequence[str] = ()) -> str:
     """The passage, cut to ``PASSAGE_CHARS``; ``evidence`` (the sentences an extractive answer
     quotes, or those a focused LLM read) in bold. A block ranked through its paragraphs opens
     at the paragraph that ranked it (``Source.evidence``), so the reader sees that part first."""
-    text = " ".join(src.text.split())
-    para = " ".join((src.evidence or "").split())
-    at = text.find(para) if para else -1
-    if at > 0 and len(text) > PASSAGE_CHARS:  # the paragraph would be cut off: open on it
-        text = "… " + text[at:]
+    text, moved = from_evidence(src.text, src.evidence, PASSAGE_CHARS)
+    if moved:  # the paragraph would be cut off: open on it
+        text = "… " + text
     if len(text) > PASSAGE_CHARS:
         text = text[:PASSAGE_CHARS].rsplit(" ", 1)[0] + " …"
     out = _esc(text)

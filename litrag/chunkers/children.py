@@ -229,6 +229,17 @@ def align_blocks(
     return out, owner
 
 
+def align_chapter(
+    chapter: BaseNode, blocks: Sequence[BaseNode], max_words: int = MERGE_WORDS
+) -> tuple[list[TextNode], list[TextNode], dict[str, str]]:
+    """One chapter's blocks snapped to its paragraph children (``align_blocks``): the aligned
+    blocks, the children and each child's block. The one alignment step of the library's
+    ``ParagraphAligner`` and the eval harness's ``aligned_book``."""
+    kids, _ = chapter_children(blocks, chapter, max_words=max_words, straddle="major")
+    aligned, owner = align_blocks(chapter, blocks, kids)
+    return aligned, kids, owner
+
+
 def aligned_book(
     blocks: Sequence[BaseNode], chapters: Sequence[BaseNode], *, max_words: int = MERGE_WORDS
 ) -> tuple[list[TextNode], list[TextNode], dict[str, list[str]]]:
@@ -240,9 +251,9 @@ def aligned_book(
     children: list[TextNode] = []
     parents: dict[str, list[str]] = {}
     for chapter in chapters:
-        mine = by_chapter.get(chapter.node_id, [])
-        kids, _ = chapter_children(mine, chapter, max_words=max_words, straddle="major")
-        aligned, owner = align_blocks(chapter, mine, kids)
+        aligned, kids, owner = align_chapter(
+            chapter, by_chapter.get(chapter.node_id, []), max_words
+        )
         out += aligned
         children += kids
         parents.update((k, [b]) for k, b in owner.items())
@@ -310,8 +321,5 @@ class ParagraphAligner(TransformComponent):
             raise ValueError(f"ParagraphAligner was not given the chapters {stray[:3]}")
         out: list[BaseNode] = []
         for chapter_id, blocks in by_chapter.items():
-            chapter = self._chapters[chapter_id]
-            kids, _ = chapter_children(blocks, chapter, max_words=self.max_words, straddle="major")
-            aligned, _ = align_blocks(chapter, blocks, kids)
-            out += aligned
+            out += align_chapter(self._chapters[chapter_id], blocks, self.max_words)[0]
         return out

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from litrag.cli.common import add_backend_flag, settings_from_args
+from litrag.query.evidence import from_evidence
 from litrag.segment.controls import strip_controls
 
 # The request fields as `litrag ask` spells them, for its error lines.
@@ -151,10 +152,10 @@ def _print_answer(args: argparse.Namespace, answer: Any) -> int:
         print(f"\nSources ({answer.retrieval}{limit}; answered by {answer.answered_by}):")
         for src in answer.sources:
             print(strip_controls(src.citation()))
-            text = " ".join(strip_controls(src.text).split())
-            para = " ".join(strip_controls(src.evidence or "").split())
-            if not args.full and para and text.find(para) > 0 and len(text) > 400:
-                text = "... " + text[text.find(para) :]  # open on the paragraph that ranked it
+            evidence = None if args.full else src.evidence  # --full: the whole passage
+            text, moved = from_evidence(strip_controls(src.text), evidence, 400)
+            if moved:  # open on the paragraph that ranked it
+                text = "... " + text
             if not args.full and len(text) > 400:
                 text = text[:400].rsplit(" ", 1)[0] + " ..."
             print(f"    {text}")

@@ -104,7 +104,6 @@ class Library:
         # retrieval ranks blocks through them (litrag.query.retriever, rank_through).
         self.children_store = children_store
         self.aligner = ParagraphAligner() if children_store is not None else None
-        self._children_windows = 0.0  # window seconds of the book's children, for its figures
         # A removed or replaced book loses its assets.
         self.assets = assets
         # Each block's characters in its payload.
@@ -365,7 +364,7 @@ class Library:
         self._save_record(record)
         timer = _Timer()
         windows_before = getattr(self.window_encoder, "seconds", 0.0)
-        self._children_windows = 0.0
+        children_windows = 0.0  # of the window clock, the children's (in embed_children)
         for component in (self.parser, self.embed_model):
             component.callback_manager.add_handler(timer)
         tagger = None
@@ -401,7 +400,7 @@ class Library:
                 inner = timer.get("segment") + timer.get("embed") - before
                 timer.add("store", time.perf_counter() - t_run - inner)
                 if self.children_store is not None:
-                    self._store_children(blocks, batch, timer)
+                    children_windows += self._store_children(blocks, batch, timer)
                 self._persist_state()  # a kill after this line loses nothing of this batch
                 self.in_progress = (book.book_id, start + len(batch), len(docs))
                 bar.update(len(batch))
@@ -418,7 +417,7 @@ class Library:
         record.status = "complete"
         record.ingested_at = time.strftime("%Y-%m-%d %H:%M:%S")
         windows = getattr(self.window_encoder, "seconds", 0.0) - windows_before
-        windows -= self._children_windows  # counted in embed_children
+        windows -= children_windows  # counted in embed_children
         timer.add("segment", early.pop("segment", 0.0))  # done ahead, beside the last book
         totals = timer.totals()
         if "embed" in totals:  # the window vectors are embedded through the same model
@@ -441,13 +440,15 @@ class Library:
             return 0
         return count_points(self.children_store, book_id)
 
-    def _store_children(self, blocks: list[BaseNode], chapters: list[Any], timer: _Timer) -> None:
-        """Embed and store the paragraph children of a batch's (aligned, stored) blocks.
+    def _store_children(self, blocks: list[BaseNode], chapters: list[Any], timer: _Timer) -> float:
+        """Embed and store the paragraph children of a batch's (aligned, stored) blocks;
+        returns the seconds their sentence windows took (the store embeds those).
 
         Called before the batch's docstore is persisted, so a run killed here redoes the
-        batch on resume: blocks and children are upserts with stable ids."""
+        batch on resume: blocks and children are upserts with stable ids. The children are cut
+        again from the chapters rather than kept from the aligner, which a cached batch skips."""
         if not blocks:
-            return
+            return 0.0
         kids = block_children(blocks, chapters)
         before = timer.get("embed")
         windows_before = getattr(self.window_encoder, "seconds", 0.0)
@@ -460,7 +461,7 @@ class Library:
         # Their embedding (whole vectors and windows, both through the embedder's callbacks)
         # has a figure of its own: out of "embed", and out of the window clock.
         timer.move("embed", "embed_children", timer.get("embed") - before)
-        self._children_windows += windows
+        return windows
 
     def _drop_nodes(self, book_id: str) -> None:
         self.store.delete_nodes(filters=book_filter(book_id))
@@ -503,14 +504,17 @@ class Library:
         the blocks and their ids stay, the vectors are made anew. Returns the blocks done."""
         if self.embed_model is None:
             raise ValueError("this Library was opened without an embedder: read-only")
-        nodes = self.store.get_nodes(filters=book_filter(book_id))
-        for store in (self.store, self.children_store):
-            if store is None:
-                continue
-            points = nodes if store is self.store else store.get_nodes(filters=book_filter(book_id))
-            for start in range(0, len(points), 256):
-                store.add(self.embed_model(points[start : start + 256]))
-        return len(nodes)
+        if self.children_store is not None:
+            self._embed_again(self.children_store, book_id)
+        return self._embed_again(self.store, book_id)
+
+    def _embed_again(self, store: BasePydanticVectorStore, book_id: str) -> int:
+        """A book's points in ``store`` embedded anew from their stored text; how many."""
+        assert self.embed_model is not None
+        points = store.get_nodes(filters=book_filter(book_id))
+        for start in range(0, len(points), 256):
+            store.add(self.embed_model(points[start : start + 256]))
+        return len(points)
 
     def restore_record(self, book_id: str, scan: BookScan) -> BookRecord:
         """A registry entry re-derived from a book's stored points (its ``BookScan``);

@@ -12,8 +12,9 @@ from typing import Any, Literal
 
 from llama_index.core.base.response.schema import RESPONSE_TYPE, StreamingResponse
 from llama_index.core.bridge.pydantic import BaseModel, Field
-from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore
+from llama_index.core.schema import NodeWithScore
 
+from litrag.query.evidence import evidence_text
 from litrag.segment.parser import CONTEXT_JOIN
 
 
@@ -70,7 +71,7 @@ class Source(BaseModel):
             sentence_to=int(m.get("sentence_to", 0)),
             text=passage(nws),
             excerpt=excerpt,
-            evidence=_evidence(nws.node),
+            evidence=evidence_text(nws.node),
         )
 
     def citation(self) -> str:
@@ -237,11 +238,3 @@ class AnswerStream:
         for _ in self:
             pass
         return self._run.answer(self._text)
-
-
-def _evidence(node: BaseNode) -> str | None:
-    """The winning child's text, from the offsets the retriever put on the block."""
-    a, b = node.metadata.get("evidence_start"), node.metadata.get("evidence_end")
-    if not isinstance(a, int) or not isinstance(b, int) or b <= a:
-        return None
-    return node.get_content(metadata_mode=MetadataMode.NONE)[a:b] or None

@@ -30,7 +30,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
     FilterCondition,
@@ -42,6 +42,7 @@ from llama_index.core.vector_stores.types import (
 )
 
 from litrag.chunkers.children import PARENT_KEY
+from litrag.query.evidence import with_evidence
 
 if TYPE_CHECKING:
     from litrag.settings import Settings
@@ -408,23 +409,19 @@ class BookRetriever(BaseRetriever):
 
     def _through_children(self, question: str) -> list[NodeWithScore]:
         """Blocks in the order of each one's best child (small-to-big); each block carries
-        that child's span as its evidence (``EVIDENCE_KEYS``)."""
-        children = self.rank_children(question)
+        that child's span as its evidence (``query.evidence``)."""
         best: dict[str, NodeWithScore] = {}
-        for child in children:  # best first
-            parent = child.node.metadata.get(PARENT_KEY)
-            if parent and parent not in best:
-                best[str(parent)] = child
+        for child in self.rank_children(question):  # best first: the first child per block
+            best.setdefault(str(child.node.metadata.get(PARENT_KEY) or ""), child)
+        best.pop("", None)  # a child without a block (never written so) ranks nothing
         found = {n.node_id: n for n in self.vector_store.get_nodes(node_ids=list(best))}
         if missing := [b for b in best if b not in found]:
             logger.error("%d ranked children have no block in the store", len(missing))
-        out = []
-        for parent, child in best.items():
-            block = found.get(parent)
-            if block is None:
-                continue
-            out.append(NodeWithScore(node=with_evidence(block, child.node), score=child.score))
-        return out
+        return [
+            NodeWithScore(node=with_evidence(found[parent], child.node), score=child.score)
+            for parent, child in best.items()
+            if parent in found
+        ]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         question = query_bundle.query_str.strip()
@@ -444,20 +441,3 @@ class BookRetriever(BaseRetriever):
         if self.reranker is not None and kept:
             kept = self.reranker.postprocess_nodes(kept, query_bundle=query_bundle)
         return kept[: self.settings.top_k]
-
-
-EVIDENCE_KEYS = ("evidence_start", "evidence_end")  # the winning child, in the block's text
-
-
-def with_evidence(block: BaseNode, child: BaseNode) -> BaseNode:
-    """``block`` with the span of ``child`` (its paragraph that ranked it) in its metadata, as
-    offsets into the block's text; kept out of the embedding and LLM views."""
-    a, b = block.start_char_idx, child.start_char_idx
-    if a is None or b is None or child.end_char_idx is None:
-        return block
-    start = max(b - a, 0)
-    end = max(min(child.end_char_idx - a, len(block.get_content(MetadataMode.NONE))), start)
-    block.metadata[EVIDENCE_KEYS[0]], block.metadata[EVIDENCE_KEYS[1]] = start, end
-    for keys in (block.excluded_embed_metadata_keys, block.excluded_llm_metadata_keys):
-        keys.extend(k for k in EVIDENCE_KEYS if k not in keys)
-    return block

@@ -107,11 +107,7 @@ def _client(url: str, api_key: str | None, make: Any) -> Any:
     if not url.startswith("path:"):
         return make(**qdrant_client_settings(url, api_key))
     held = _LOCAL_CLIENTS.get(url)
-    if (
-        held is None
-        or getattr(held, "closed", False)
-        or getattr(getattr(held, "_client", None), "closed", False)
-    ):
+    if held is None or getattr(held._client, "closed", False):  # QdrantLocal's flag
         _LOCAL_CLIENTS[url] = make(**qdrant_client_settings(url, api_key))
     return _LOCAL_CLIENTS[url]
 
