@@ -7,6 +7,7 @@ switches to qdrant-client with no code change.
 
 from __future__ import annotations
 
+import atexit
 from pathlib import Path
 from typing import Any, Literal
 
@@ -99,6 +100,13 @@ def qdrant_client_settings(url: str, api_key: str | None) -> dict[str, Any]:
 
 
 _LOCAL_CLIENTS: dict[str, Any] = {}  # qdrant-client local mode: one client per folder and process
+
+
+@atexit.register
+def _close_local_clients() -> None:
+    """Close them before the interpreter tears down (their finaliser then fails noisily)."""
+    for client in _LOCAL_CLIENTS.values():
+        client.close()
 
 
 def _client(url: str, api_key: str | None, make: Any) -> Any:
