@@ -214,8 +214,8 @@ def main() -> None:
         "--book",
         action="append",
         default=[],
-        help="also each of these shared books alone (a file stem, e.g. "
-        "pg1661_adventures_of_sherlock_holmes: 108k words)",
+        help="also each of these shared books alone (an ebook id or file stem, e.g. pg1661: "
+        "The Adventures of Sherlock Holmes, 108k words)",
     )
     p.add_argument("--no-prefetch", action="store_true", help="segment each book in turn")
     p.add_argument("--json-out", type=Path, help="write the raw figures here")
@@ -223,10 +223,14 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="litrag-books-"))
     prefetch = not args.no_prefetch
     results: dict[str, dict] = {}
-    for stem in args.book:
+    for name in args.book:
+        found = sorted(BOOKS.glob(f"{name}.txt")) or sorted(BOOKS.glob(f"{name}_*.txt"))
+        if not found:
+            p.error(f"--book {name}: no {name}.txt or {name}_*.txt in {BOOKS}")
+        stem = found[0].stem
         one = tmp / stem
         one.mkdir()
-        (one / f"{stem}.txt").write_bytes((BOOKS / f"{stem}.txt").read_bytes())
+        (one / f"{stem}.txt").write_bytes(found[0].read_bytes())
         r = run_child(one, prefetch)
         results[stem] = r
         print_run(stem, r, per_book=True)

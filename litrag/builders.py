@@ -100,13 +100,25 @@ def build_shared_store(
 ) -> BasePydanticVectorStore:
     """The store (or another collection of the library) for a process whose threads share it:
     embedded, one lock around its calls; a server, qdrant-client (thread-safe)."""
+    blocks = collection in (None, s.collection)
     return build_store(
         s,
         collection=collection or s.collection,
         dense_dim=dense_dim,
         window_doc_fn=window_doc_fn,
+        new_windowed=blocks_windowed(s) if blocks else None,
         thread_safe=True,
     )
+
+
+def blocks_windowed(s: Settings) -> bool:
+    """Whether a blocks' collection made now keeps sentence-window vectors: not with children.
+
+    With children, retrieval ranks blocks through them, so the blocks keep one vector each (as a
+    server collection does): their windows were the largest ingest cost after the children's and
+    ranked nothing. A library made before keeps its windows (and ``rank_through="blocks"`` on it
+    still searches them)."""
+    return not s.children
 
 
 def build_children_store(
@@ -149,7 +161,7 @@ def build_library(s: Settings) -> Any:
     parser = build_parser(s, build_llm(s))
     dim = len(embed.get_text_embedding("dimension probe"))
     windows = build_window_encoder(embed)
-    store = build_store(s, dense_dim=dim, window_doc_fn=windows)
+    store = build_store(s, dense_dim=dim, window_doc_fn=windows, new_windowed=blocks_windowed(s))
     children = build_children_store(s, dim, windows) if s.children else None
     return Library(
         s.home,

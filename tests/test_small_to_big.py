@@ -60,6 +60,15 @@ def test_children_are_stored_and_counted(wild):
     assert "embed_children" in record.seconds
 
 
+def test_windows_are_kept_by_the_children_only(wild):
+    """With children on, a new library's blocks keep one vector each (ranking reads the
+    children's, which keep their sentence windows); the record's seconds have no block windows."""
+    lib, _ = wild
+    assert lib.store.config.window_vector_name is None
+    assert lib.children_store.config.window_vector_name is not None
+    assert lib.book(WILD).seconds.get("embed_windows", 0.0) == 0.0
+
+
 def test_each_block_is_the_exact_union_of_its_children(wild):
     lib, src = wild
     chapters = {d.node_id: d for d in split_chapters(load_book(src))}

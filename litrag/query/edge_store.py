@@ -164,10 +164,14 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         sparse_query_fn: SparseEncoderCallable | None = None,
         hybrid_fusion_fn: HybridFusionCallable | None = None,
         window_doc_fn: WindowEncoderCallable | None = None,
+        new_windowed: bool | None = None,
         **kwargs: Any,
     ) -> None:
         folder = Path(path) / collection_name
-        cfg = resolve_config(folder, config, dense_dim, windowed=window_doc_fn is not None)
+        # A new collection keeps window vectors when asked (``new_windowed``), else when an
+        # encoder is given; a saved collection keeps what it was made with either way.
+        windowed = window_doc_fn is not None if new_windowed is None else new_windowed
+        cfg = resolve_config(folder, config, dense_dim, windowed=windowed)
         super().__init__(path=str(path), collection_name=collection_name, config=cfg, **kwargs)
         self._sparse_doc_fn = sparse_doc_fn
         self._sparse_query_fn = sparse_query_fn

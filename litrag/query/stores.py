@@ -51,6 +51,7 @@ def make_vector_store(
     shards: int = 1,
     replication_factor: int = 1,
     window_doc_fn: Any = None,
+    new_windowed: bool | None = None,
     thread_safe: bool = False,
 ) -> BasePydanticVectorStore:
     """A hybrid (dense + BM25) store for ``collection``.
@@ -61,7 +62,10 @@ def make_vector_store(
 
     ``window_doc_fn`` (a ``SentenceWindowEncoder``): a new embedded collection also keeps each
     block's sentence-window vectors and searches them for dense queries. It is needed to add
-    nodes, not to query; a server collection keeps one vector per block.
+    nodes, not to query; a server collection keeps one vector per block. ``new_windowed``
+    (embedded only) says whether a collection made now keeps them (default: whether
+    ``window_doc_fn`` is given); an existing collection keeps what it was made with, and adding
+    to a windowed one still needs ``window_doc_fn``.
 
     ``thread_safe``: for a process whose threads share the store (the chat UI); the embedded
     store's calls then take one lock (``LockedEdgeStore``); qdrant-client is thread-safe as is.
@@ -81,6 +85,7 @@ def make_vector_store(
             sparse_query_fn=encoder.query_fn,
             sparse_idf_scope=EDGE_IDF_SCOPE,
             window_doc_fn=window_doc_fn,
+            new_windowed=new_windowed,
         )
     return _server_store(
         url,
