@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -71,6 +72,20 @@ class ScriptedLLM(CustomLLM):
 
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         return asyncio.run(self.achat(messages, **kwargs))
+
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any):
+        """The next reply, streamed a word at a time (``delta`` per piece)."""
+        reply = self.chat(messages, **kwargs).message.content or ""
+
+        def pieces():
+            text = ""
+            for piece in re.findall(r"\S+\s*", reply):
+                text += piece
+                yield ChatResponse(
+                    message=ChatMessage(role=MessageRole.ASSISTANT, content=text), delta=piece
+                )
+
+        return pieces()
 
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         raise NotImplementedError

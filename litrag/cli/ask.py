@@ -142,6 +142,8 @@ def _print_answer(args: argparse.Namespace, answer: Any) -> int:
             print(f"error: {strip_controls(answer.error)}", file=sys.stderr)
         if answer.route:
             print(f"route: {_route_line(answer.route)}", file=sys.stderr)
+        if answer.draft is not None:  # the streamed draft named someone no source names
+            print(f"\nWithdrawn. {strip_controls(answer.text)}")
         if answer.quotes:
             print("\nEvidence (the sentences the answer was written from):")
             for q in answer.quotes:

@@ -42,7 +42,7 @@ from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from litrag.query import quote
+from litrag.query import name_check, quote
 from litrag.query.answer_types import (  # re-exported: what an answer is
     RUN_KEY,
     Answer,
@@ -357,11 +357,15 @@ class BookQueryEngine(BaseQueryEngine):
         llm_health: Callable[[], str | None] | None = None,
         callback_manager: CallbackManager | None = None,
         answer_style: AnswerStyle = "single",
+        check_names: bool = True,
     ) -> None:
         """``llm_health`` explains a failed LLM call in the user's terms when it can (the local
         llama.cpp server crashed, and why); its line replaces the HTTP client's.
         ``answer_style``: ``single`` (one call, the paper's prompt) or ``quote`` (the model names
-        the sentences that answer, then answers from them: ``litrag.query.quote``)."""
+        the sentences that answer, then answers from them: ``litrag.query.quote``).
+        ``check_names``: a question naming someone the book never mentions (within the limit)
+        is answered so without the LLM, and a draft naming someone no source names is replaced
+        by the plain "the passages do not say" (``litrag.query.name_check``)."""
         super().__init__(callback_manager=callback_manager)
         if passage_order not in get_args(PassageOrder):
             raise ValueError(f"passage_order is 'score' or 'story', not {passage_order!r}")
@@ -377,6 +381,8 @@ class BookQueryEngine(BaseQueryEngine):
         self.focus = focus
         self.answered_by = answered_by or llm_name(llm)
         self.llm_health = llm_health
+        self.check_names = check_names
+        self._book_words: name_check.BookWords | None = None
 
     # PromptMixin: lets `engine.update_prompts({"qa_prompt": ...})` swap the prompt.
     def _get_prompts(self) -> PromptDictType:
@@ -453,6 +459,10 @@ class BookQueryEngine(BaseQueryEngine):
         """The LLM's answer from ``nodes`` (best first) with this engine's prompt, focus,
         context fit and passage order; also the routed engine's, for passages it found itself
         (steered by the character index)."""
+        if self.check_names:
+            missing = name_check.unknown_names(question, self.book_words(), self.title)
+            if missing:
+                return self._never_mentioned(missing, nodes, run, meta)
         texts: list[str] | None = None
         excerpts: dict[str, str] = {}  # node id -> excerpt, for the blocks that were cut
         if self.focus is not None:
@@ -473,6 +483,42 @@ class BookQueryEngine(BaseQueryEngine):
             return self._quote_then_answer(question, fitted, read, run, used, meta)
         messages = self.messages(question, [c for _, c in fitted])
         return self.call_llm(messages, run, used, meta)
+
+    def book_words(self) -> name_check.BookWords:
+        """The words of the selected books within the limit (read once per engine)."""
+        if self._book_words is None:
+            self._book_words = name_check.BookWords.of(self.retriever.book_texts())
+        return self._book_words
+
+    def _never_mentioned(
+        self,
+        names: list[str],
+        nodes: list[NodeWithScore],
+        run: AnswerRun,
+        meta: dict[str, Any],
+    ) -> RESPONSE_TYPE:
+        """The question names someone the book never mentions: say so, with no LLM call."""
+        used = nodes[:3]
+        run.sources = [Source.from_node(i, n) for i, n in enumerate(used, start=1)]
+        run.mode, run.answered_by = "none", "name check (the LLM was not asked)"
+        run.withheld = names
+        run.text = name_check.never_mentioned_text(names, self.title, self.retriever.upto_chapter)
+        return self.respond(run, used, meta)
+
+    def _check_names(self, run: AnswerRun, used: list[NodeWithScore]) -> None:
+        """Replace a finished draft that names someone none of its sources names."""
+        if not self.check_names or run.error is not None or not run.text.strip():
+            return
+        asked = " ".join(q for q in (run.question, run.standalone_question) if q)
+        names = name_check.unsupported_names(
+            run.text, [passage(n) for n in used], asked, self.book_words(), self.title
+        )
+        if not names:
+            return
+        logger.info("answer withheld: %s named by no source (%r)", names, run.text)
+        run.draft, run.withheld = run.text, names
+        limit = self.retriever.upto_chapter
+        run.text = f"{quote.no_answer_text(self.title, limit)} {name_check.dropped_note(names)}"
 
     def _quote_then_answer(
         self,
@@ -536,10 +582,20 @@ class BookQueryEngine(BaseQueryEngine):
             pieces = self._guarded(
                 lambda: llm.stream_chat(messages), run, again=lambda: llm.chat(messages)
             )
-            return StreamingResponse(response_gen=pieces, source_nodes=used, metadata=meta)
+            return StreamingResponse(
+                response_gen=self._checked(pieces, run, used), source_nodes=used, metadata=meta
+            )
         for _ in self._guarded(lambda: iter([llm.chat(messages)]), run, full=True):
             pass
+        self._check_names(run, used)
         return Response(run.text, source_nodes=used, metadata=meta)
+
+    def _checked(
+        self, pieces: Iterator[str], run: AnswerRun, used: list[NodeWithScore]
+    ) -> Iterator[str]:
+        """The streamed pieces, then the name check on the whole draft (``run.draft``)."""
+        yield from pieces
+        self._check_names(run, used)
 
     def respond(
         self, run: AnswerRun, used: list[NodeWithScore], meta: dict[str, Any]

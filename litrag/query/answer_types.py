@@ -123,6 +123,16 @@ class Answer(BaseModel):
         description="Quote-then-answer: the sentences named as evidence, with their source.",
     )
     error: str | None = Field(default=None, description="One line, when the LLM failed.")
+    withheld: list[str] = Field(
+        default_factory=list,
+        description="Names the check withheld (litrag.query.name_check): the question's that the "
+        "book never mentions within the limit (the LLM was not called), or the draft answer's that "
+        "no source names (the draft was replaced); empty: nothing was withheld.",
+    )
+    draft: str | None = Field(
+        default=None,
+        description="The LLM's draft when the name check replaced it (streamed, then withdrawn).",
+    )
     route: dict[str, Any] | None = Field(
         default=None,
         description="How a routed engine (litrag.narrative.engine) chose what to read: tool, "
@@ -149,6 +159,8 @@ class AnswerRun:
     standalone_question: str | None = None
     deltas: int = 0
     route: dict[str, Any] | None = None
+    withheld: list[str] = field(default_factory=list)
+    draft: str | None = None  # set when the name check replaced the streamed text
 
     def answer(self, text: str | None = None) -> Answer:
         return Answer(
@@ -164,6 +176,8 @@ class AnswerRun:
             evidence=self.evidence,
             quotes=self.quotes,
             error=self.error,
+            withheld=self.withheld,
+            draft=self.draft,
             route=self.route,
         )
 
@@ -237,4 +251,6 @@ class AnswerStream:
         """The finished answer (consumes whatever is left of the stream)."""
         for _ in self:
             pass
+        if self._run.draft is not None:  # the streamed draft was withdrawn: the revised text
+            return self._run.answer()
         return self._run.answer(self._text)

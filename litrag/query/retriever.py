@@ -30,7 +30,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
     FilterCondition,
@@ -348,6 +348,12 @@ class BookRetriever(BaseRetriever):
     def titles(self) -> list[str]:
         """Titles of the selected books (ids where the titles are unknown)."""
         return [(self.books or {}).get(b, b) for b in self.book_ids]
+
+    def book_texts(self) -> list[str]:
+        """The text of every block of the selected books within the spoiler limit, whatever
+        characters the retriever is steered to: the vocabulary ``query.name_check`` reads."""
+        nodes = self.vector_store.get_nodes(filters=book_filters(self.book_ids, self.upto_chapter))
+        return [n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
 
     @property
     def through_children(self) -> bool:

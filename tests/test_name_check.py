@@ -1,0 +1,133 @@
+"""The name check on real books and a real ingested shelf: a question naming only people the
+book never mentions (within the limit) is answered so without the LLM; a draft naming someone
+no source names is withdrawn, streamed or not, in the API and in ``litrag ask``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from scripted_llm import ScriptedLLM
+from test_retriever import WILD, ingested_shelf
+
+from litrag.builders import build_embed_model, build_query_engine
+from litrag.ingestion.gutenberg import load_book
+from litrag.query.name_check import BookWords, names_in, unknown_names, unsupported_names
+from litrag.query.retriever import RetrievalSettings
+from litrag.settings import Settings
+
+QUESTIONS = Path(__file__).resolve().parents[1] / "benchmarks" / "questions"
+
+
+def words_of(path: Path) -> BookWords:
+    book = load_book(path)
+    return BookWords.of([book.text])
+
+
+@pytest.fixture(scope="module")
+def wild_words(books_dir: Path) -> BookWords:
+    return words_of(books_dir / "pg215_call_of_the_wild.txt")
+
+
+def test_names_are_what_the_book_never_writes_in_lower_case(wild_words):
+    text = "According to the passages, François and John Thornton did. However, Mycroft did not."
+    assert names_in(text, wild_words) == ["François", "John", "Thornton", "Mycroft"]
+
+
+def test_answerable_questions_are_never_stopped(books_dir: Path):
+    """Every question of the public, frozen, blind and reader sets names someone its book
+    mentions, except the one that asks of a man the book never names."""
+    rows = [json.loads(x) for x in (books_dir.parent / "gutenqa" / "questions.jsonl").open()]
+    for name in ("dev_frozen.jsonl", "blind_frozen.jsonl", "reader_questions.jsonl"):
+        rows += [json.loads(x) for x in (QUESTIONS / name).open()]
+    assert len(rows) > 400
+    books: dict[str, BookWords] = {}
+    stopped = {}
+    for row in rows:
+        path = books_dir.parent / row["book_file"]
+        words = books.setdefault(row["book_file"], words_of(path))
+        if found := unknown_names(row["question"], words):
+            stopped[row["id"]] = found
+    assert stopped == {"reader.pg1661.29": ["Moriarty"]}  # "Who is Professor Moriarty?"
+
+
+def test_a_spelling_plural_or_possessive_is_known(wild_words):
+    assert unknown_names("Where did Thorntons camp?", wild_words) == []
+    assert unknown_names("What did Francois make for Buck?", wild_words) == []
+    assert unknown_names("Who is Professor Moriarty?", wild_words) == ["Moriarty"]
+
+
+def test_unsupported_names_are_those_no_source_holds(wild_words):
+    sources = ["Manuel, one of the gardener's helpers, led Buck away through the orchard."]
+    question = "Who stole Buck from Judge Miller's place?"
+    assert unsupported_names("Manuel stole Buck.", sources, question, wild_words) == []
+    assert unsupported_names("Thornton stole Buck.", sources, question, wild_words) == [
+        "Thornton"
+    ]
+    # Words the book writes in lower case are no names, wherever they stand.
+    assert unsupported_names("However, Manuel did.", sources, question, wild_words) == []
+
+
+# ------------------------------------------------------------------ the engine, real shelf
+@pytest.fixture(scope="module")
+def home(books_dir, tmp_path_factory) -> Path:
+    return ingested_shelf(books_dir, tmp_path_factory)
+
+
+@pytest.fixture
+def engine_for(home) -> Iterator:
+    opened: list = []
+    embed = build_embed_model(Settings(home=home))
+
+    def make(llm, upto=None, streaming=True):
+        e = build_query_engine(
+            Settings(home=home),
+            [WILD],
+            upto_chapter=upto,
+            llm=llm,
+            retrieval=RetrievalSettings.from_preset("embedded"),
+            embed_model=embed,
+            store=opened[0] if opened else None,
+            children_store=opened[1] if opened else None,
+        )
+        e.streaming = streaming
+        if not opened:
+            opened.extend([e.retriever.vector_store, e.retriever.children_store])
+        return e
+
+    yield make
+    for store in opened:
+        if store is not None:
+            store.close()
+
+
+def test_a_name_the_book_never_mentions_is_said_so_without_the_llm(engine_for):
+    llm = ScriptedLLM([])  # any call would fail the test: the scripted LLM has no reply
+    answer = engine_for(llm).ask("Who is John Thornton?").answer()  # the shelf: chapters I-II
+    assert llm.requests == []
+    assert answer.mode == "none" and answer.withheld == ["John", "Thornton"]
+    assert "never mentions" in answer.text and answer.sources and answer.error is None
+
+
+def test_the_spoiler_limit_bounds_what_the_book_mentions(engine_for):
+    llm = ScriptedLLM(["Spitz is the lead dog."])
+    early = engine_for(llm, upto=1).ask("Who is Spitz?").answer()  # Spitz comes in chapter II
+    assert llm.requests == [] and "up to chapter 1" in early.text
+    assert all(s.chapter_index <= 1 for s in early.sources)
+    later = engine_for(llm, upto=2).ask("Who is Spitz?").answer()
+    assert len(llm.requests) == 1 and later.text == "Spitz is the lead dog."
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+def test_a_draft_naming_someone_no_source_names_is_withdrawn(engine_for, streaming):
+    draft = "Mycroft Holmes stole Buck."
+    stream = engine_for(ScriptedLLM([draft]), streaming=streaming).ask(
+        "Who stole Buck from Judge Miller's place?"
+    )
+    streamed = "".join(stream)
+    answer = stream.answer()
+    assert streamed == (draft if streaming else answer.text)  # the reader saw the draft go
+    assert answer.draft == draft and answer.withheld == ["Mycroft", "Holmes"]
+    assert "do not say" in answer.text and "Mycroft" in answer.text and answer.sources
