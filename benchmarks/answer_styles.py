@@ -161,7 +161,13 @@ def main() -> int:
                     "error": answer.error,
                     "unsupported_names": _unsupported(text, grounds + " " + it["question"], names),
                     "sources": [f"ch{x.chapter_index} s{x.sentence_from}" for x in answer.sources],
+                    "withheld": answer.withheld,  # the name check's (query.name_check)
+                    "draft": answer.draft,
+                    "llm_called": answer.mode == "llm",
                 }
+                # What the reader would have read without the name check: the withdrawn draft
+                # (a question stopped before the LLM has no draft: scored as answered).
+                draft = " ".join((answer.draft or text).split())
                 if it["kind"] == "reader":
                     sc = score_answer(it["q"], text)
                     row.update(
@@ -170,9 +176,13 @@ def main() -> int:
                         abstained=sc.abstained,
                         partial=sc.partial,
                         forbidden=sc.forbidden_hits,
+                        correct_unchecked=score_answer(it["q"], draft).correct,
                     )
                 else:
-                    row.update(correct=bool(re.search(it["key"], text, re.I)))
+                    row.update(
+                        correct=bool(re.search(it["key"], text, re.I)),
+                        correct_unchecked=bool(re.search(it["key"], draft, re.I)),
+                    )
                 results[style].append(row)
                 line = json.dumps(row, ensure_ascii=False)
                 print(line, flush=True)
@@ -196,13 +206,17 @@ def main() -> int:
             for r in rows:
                 groups[r[key]].append(r)
             print(
-                f"\n| {key} | n | correct | abstained | unsupported names |\n|---|---|---|---|---|"
+                f"\n| {key} | n | correct | abstained | unsupported names | names withheld "
+                "| correct had drafts stood |\n|---|---|---|---|---|---|---|"
             )
             for name, g in sorted(groups.items()):
                 ok = sum(r["correct"] for r in g)
                 ab = sum(bool(r.get("abstained")) for r in g)
                 un = sum(bool(r["unsupported_names"]) for r in g)
-                print(f"| {name} | {len(g)} | {ok}/{len(g)} | {ab} | {un} |")
+                wh = sum(bool(r["withheld"]) for r in g)
+                raw = sum(r["correct_unchecked"] for r in g)
+                n = len(g)
+                print(f"| {name} | {n} | {ok}/{n} | {ab} | {un} | {wh} | {raw}/{n} |")
     if out is not None:
         out.close()
     return 0

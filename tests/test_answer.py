@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -226,7 +227,12 @@ def test_query_engine_streams_a_cited_answer(engine_for, llama_server):
     assert len(stream.sources) == 5  # known before the first token
     pieces = list(stream)
     answer = stream.answer()
-    assert len(pieces) > 1 and answer.text == "".join(pieces).strip() and answer.text
+    # SmolLM2 (plumbing, not quality) often names what no passage does: then the streamed text
+    # is the withdrawn draft and the answer the plain reply (query.name_check).
+    streamed = answer.draft if answer.draft is not None else answer.text
+    assert len(pieces) > 1 and streamed == "".join(pieces).strip() and answer.text
+    words = {w.lower() for s in answer.sources for w in re.findall(r"\w+", s.text)}
+    assert all(name.lower() not in words for name in answer.withheld)
     assert answer.mode == "llm" and answer.error is None and answer.answered_by
     real = store_ids(engine, WILD)
     assert [n.node.node_id for n in response.source_nodes] == [s.node_id for s in answer.sources]
@@ -241,7 +247,14 @@ def test_late_chapter_question_with_an_early_limit(engine_for, llama_server):
     llm = llama_server.llm(max_tokens=32, timeout=600)
     free = engine_for(ALICE).retriever.retrieve(question)
     assert free[0].node.metadata["chapter_index"] == 3  # the question is about chapter 3
-    stream = engine_for(ALICE, llm=llm, upto=1).ask(question)
+    checked = engine_for(ALICE, llm=llm, upto=1).ask(question).answer()
+    # "Caucus" first appears in chapter III: said so, no LLM call, nothing later shown.
+    assert checked.withheld == ["Caucus-race"] and checked.mode == "none"
+    assert "up to chapter 1" in checked.text
+    assert checked.sources and all(s.chapter_index <= 1 for s in checked.sources)
+    engine = engine_for(ALICE, llm=llm, upto=1)
+    engine.check_names = False  # the limit alone, through a real streamed answer
+    stream = engine.ask(question)
     pieces = list(stream)
     limited = stream.answer()
     assert len(pieces) > 1 and limited.error is None and limited.upto_chapter == 1
