@@ -400,16 +400,17 @@ class Reply:
         return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
     def events(self, service: ChatService) -> Iterator[str]:
-        """SSE chunks: the text as the name gate lets it through, then what the finished answer
-        adds (the rest of a checked draft, or the revised reply for a withdrawn one; the error
-        note; the citations), then a last chunk with ``litrag`` and ``[DONE]``."""
+        """SSE chunks: the text as it comes (an LLM's draft as far as the name gate lets it
+        through), then what the finished answer adds (the rest of a checked draft, or the revised
+        reply for a withdrawn one; the error note; the citations), then a last chunk with
+        ``litrag``, then ``[DONE]``."""
         yield self._chunk({"role": "assistant", "content": ""})
         held = [t for s in self.stream.sources for t in (s.text, s.book_title)]
         gate = NameGate([*held, self.question, self.standalone])
         draft, sent = "", 0
         for piece in self.stream:
             draft += piece
-            end = gate.safe_end(draft)
+            end = gate.safe_end(draft) if self.stream.mode == "llm" else len(draft)
             sent = max(sent, len(draft) - len(draft.lstrip()))  # no leading blanks
             if end > sent:
                 yield self._chunk({"content": draft[sent:end]})
