@@ -333,6 +333,13 @@ def test_too_many_requests_is_a_429(api):
         with pytest.raises(openai.RateLimitError) as caught:
             client(url).models.list()
         assert caught.value.response.json()["error"]["type"] == "rate_limit_error"
+    # guessed keys count too: a wrong key is a 401 until the limit, then a 429
+    with serving(create_app(api.service, api_key=KEY, rate_per_minute=2)) as url:
+        client(url, KEY).models.list()
+        with pytest.raises(openai.AuthenticationError):
+            client(url, "guess").models.list()
+        with pytest.raises(openai.RateLimitError):
+            client(url, "guess").models.list()
 
 
 def test_an_unreachable_llm_is_noted_under_the_answer(api):

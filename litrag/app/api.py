@@ -27,6 +27,7 @@ answer stream in its thread pool, so the engine needs no async twin.
 
 from __future__ import annotations
 
+import hmac
 import json
 import threading
 import time
@@ -273,15 +274,8 @@ def create_app(
         return ApiError(exc.status_code, str(exc.detail), kind, str(exc.status_code)).response()
 
     def guard(request: Request) -> None:
-        if api_key is not None:
-            given = request.headers.get("authorization", "")
-            if given != f"Bearer {api_key}":
-                raise ApiError(
-                    401,
-                    "a valid API key is required (Authorization: Bearer KEY)",
-                    "invalid_request_error",
-                    "invalid_api_key",
-                )
+        """The rate limit (counted before the key, so guessing keys is limited too), then the
+        key, compared in constant time."""
         client = request.client.host if request.client else "?"
         if not limiter.allow(client):
             raise ApiError(
@@ -289,6 +283,14 @@ def create_app(
                 f"more than {rate_per_minute} requests a minute from {client}; wait",
                 "rate_limit_error",
                 "rate_limit_exceeded",
+            )
+        given = request.headers.get("authorization", "").encode()
+        if api_key is not None and not hmac.compare_digest(given, f"Bearer {api_key}".encode()):
+            raise ApiError(
+                401,
+                "a valid API key is required (Authorization: Bearer KEY)",
+                "invalid_request_error",
+                "invalid_api_key",
             )
 
     async def read_body(request: Request) -> bytes:
