@@ -30,7 +30,7 @@ from test_app import CAUCUS, answering_with
 from test_retriever import ALICE, WILD, ingested_shelf
 
 from litrag.app.api import create_app
-from litrag.app.serve import run_api
+from litrag.app.serve import is_loopback, run_api
 from litrag.app.service import ChatService
 from litrag.models.llama_server import openai_like
 from litrag.query.name_check import NameGate
@@ -428,6 +428,14 @@ def test_serving_elsewhere_than_loopback_needs_a_key(tmp_path):
         cmd, capture_output=True, text=True, env={**env, "PYTHONPATH": ":".join(sys.path)}
     )
     assert done.returncode == 2 and "needs an API key" in done.stderr
+
+
+def test_the_key_comes_from_the_settings(monkeypatch):
+    monkeypatch.setenv("LITRAG_API_KEY", "from-env")
+    assert Settings().api_key == "from-env"
+    assert Settings(api_key="flag").api_key == "flag"  # --api-key wins
+    assert [is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "localhost")] == [True] * 4
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "192.168.1.5", "example.org"))
 
 
 def test_run_api_serves_a_library_until_stopped(books_dir, tmp_path_factory):

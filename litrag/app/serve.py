@@ -121,7 +121,16 @@ def _on_signals(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: it may resolve to anything
+        return False
 
 
 def run_api(
@@ -147,7 +156,7 @@ def run_api(
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    if host not in LOOPBACK and not s.api_key:
+    if not is_loopback(host) and not s.api_key:
         say(f"error: serving on {host} needs an API key (--api-key or LITRAG_API_KEY)")
         return 2
     try:
