@@ -120,6 +120,9 @@ def test_models_lists_each_book_and_the_library(api):
     wild = next(m for m in models.data if m.id == f"litrag/{WILD}")
     assert wild.object == "model" and wild.owned_by == "litrag"
     assert wild.model_extra["name"] == "The Call of the Wild" and wild.model_extra["chapters"] == 2
+    assert client(api.url).models.retrieve(f"litrag/{WILD}").model_extra["chapters"] == 2
+    with pytest.raises(openai.NotFoundError):
+        client(api.url).models.retrieve("litrag/pg99999")
 
 
 # ----------------------------------------------------------------------------- answers

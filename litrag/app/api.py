@@ -16,6 +16,7 @@ locks and LLM), so an answer here is the chat's answer.
   withheld names, route and any LLM error are in ``"litrag"`` of the response (streamed: of the
   last chunk before ``[DONE]``). A failed LLM is reported as the chat reports it: the answer so
   far, the error noted under it, the sources kept (HTTP 200, ``litrag.error`` set).
+- **A model** is also read alone (``GET /v1/models/{id}``, the client's ``models.retrieve``).
 - **Errors** have OpenAI's shape ``{"error": {"message", "type", "code"}}``: 400 bad body or limit
   (checked by ``AskRequest``, as for ``litrag ask``), 401 bad key, 404 unknown model, 413 body too
   large, 429 rate limited.
@@ -170,6 +171,11 @@ class RateLimiter:
             return True
 
 
+def unknown_model(model: str, known: list[str]) -> ApiError:
+    message = f"the model {model!r} does not exist; known: {', '.join(known)}"
+    return ApiError(404, message, "invalid_request_error", "model_not_found")
+
+
 def resolve_model(model: str, service: ChatService) -> tuple[list[str], int | None, int]:
     """``(book ids, limit from an '@N' suffix, chapters)``; 404 for an unknown model."""
     name, at, suffix = model.partition("@")
@@ -180,13 +186,7 @@ def resolve_model(model: str, service: ChatService) -> tuple[list[str], int | No
     elif wanted in books:
         ids = [wanted]
     else:
-        known = ", ".join([PREFIX + ALL, *(PREFIX + b for b in books)])
-        raise ApiError(
-            404,
-            f"the model {model!r} does not exist; known: {known}",
-            "invalid_request_error",
-            "model_not_found",
-        )
+        raise unknown_model(model, [PREFIX + ALL, *(PREFIX + b for b in books)])
     limit = None
     if at:
         if not suffix.isdigit():
@@ -309,19 +309,28 @@ def create_app(
                 raise too_large
         return body
 
-    @app.get("/v1/models")
-    async def models(request: Request) -> dict[str, Any]:
-        guard(request)
+    def cards() -> list[ModelCard]:
         books = service.books()
         most = max((r.chapters for r in books), default=0)
-        cards = [
-            ModelCard(id=PREFIX + ALL, created=started, name="The whole library", chapters=most)
-        ]
-        cards += [
+        every = ModelCard(id=PREFIX + ALL, created=started, name="The whole library", chapters=most)
+        return [every] + [
             ModelCard(id=PREFIX + r.book_id, created=started, name=r.title, chapters=r.chapters)
             for r in books
         ]
-        return {"object": "list", "data": [c.model_dump() for c in cards]}
+
+    @app.get("/v1/models")
+    async def models(request: Request) -> dict[str, Any]:
+        guard(request)
+        return {"object": "list", "data": [c.model_dump() for c in cards()]}
+
+    @app.get("/v1/models/{model:path}")
+    async def model(request: Request, model: str) -> dict[str, Any]:
+        guard(request)
+        known = cards()
+        for card in known:
+            if card.id == model:
+                return card.model_dump()
+        raise unknown_model(model, [c.id for c in known])
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Any:
