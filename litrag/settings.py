@@ -16,6 +16,7 @@ Answering: ``LITRAG_LOCAL_LLM`` (the packaged model started when no URL is set),
 passages in the answer prompt), ``LITRAG_FOCUS_WORDS`` (words of each passage the LLM reads;
 ``0``: whole passages; default: 110 for the packaged local model, whole for a server),
 ``LITRAG_LLM_TOOLS`` (the server's model calls functions: an agent picks the narrative tools).
+Serving: ``LITRAG_API_KEY`` (the Bearer key `litrag serve-api` asks of its clients).
 
 Why one model: a bad value (a negative timeout, a path that is a file, an unknown
 ``LITRAG_RETRIEVAL_*`` name) is refused when the settings are read, with one line naming the
@@ -82,6 +83,7 @@ ENV_VARS = {
     "children": "LITRAG_CHILDREN",
     "llm_tools": "LITRAG_LLM_TOOLS",
     "answer_style": "LITRAG_ANSWER_STYLE",
+    "api_key": "LITRAG_API_KEY",
 }
 
 
@@ -231,6 +233,11 @@ class Settings(BaseModel):
     )
     llm_api_key: str | None = Field(
         default=None, description="Sent as a Bearer token, as vllm serve --api-key wants."
+    )
+    api_key: str | None = Field(
+        default=None,
+        description="The key `litrag serve-api` asks of its clients (LITRAG_API_KEY, --api-key), "
+        "as `Authorization: Bearer KEY`; needed to serve on an address other than loopback.",
     )
     llm_temperature: float | None = Field(
         default=None,

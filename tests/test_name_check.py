@@ -63,9 +63,7 @@ def test_unsupported_names_are_those_no_source_holds(wild_words):
     sources = ["Manuel, one of the gardener's helpers, led Buck away through the orchard."]
     question = "Who stole Buck from Judge Miller's place?"
     assert unsupported_names("Manuel stole Buck.", sources, question, wild_words) == []
-    assert unsupported_names("Thornton stole Buck.", sources, question, wild_words) == [
-        "Thornton"
-    ]
+    assert unsupported_names("Thornton stole Buck.", sources, question, wild_words) == ["Thornton"]
     # Words the book writes in lower case are no names, wherever they stand.
     assert unsupported_names("However, Manuel did.", sources, question, wild_words) == []
 

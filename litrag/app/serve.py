@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -118,3 +119,86 @@ def _on_signals(stop: threading.Event) -> None:
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: it may resolve to anything
+        return False
+
+
+def run_api(
+    s: Settings,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    no_llm: bool = False,
+    rate_per_minute: int | None = None,
+    ready: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
+) -> int:
+    """``litrag serve-api``: the OpenAI-compatible API (``litrag.app.api``) until ``stop`` is
+    set (or a signal); returns the exit status. A host other than loopback needs an API key
+    (``--api-key`` / ``LITRAG_API_KEY``): the API answers from the whole library."""
+    import uvicorn
+
+    from litrag.app.api import RATE_PER_MINUTE, create_app
+    from litrag.app.handoff import running_ui
+    from litrag.app.service import ChatService
+    from litrag.query.edge_store import StoreLockedError
+
+    def say(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    if not is_loopback(host) and not s.api_key:
+        say(f"error: serving on {host} needs an API key (--api-key or LITRAG_API_KEY)")
+        return 2
+    try:
+        service = ChatService(s)
+    except StoreLockedError as exc:
+        ui = running_ui(s.home)
+        say(f"error: {ui.describe()} holds the library {s.home}" if ui else f"error: {exc}")
+        return 2
+    try:
+        if not service.books():
+            say(f"error: the library {s.home} has no books: `litrag ingest` some first")
+            return 1
+        service.answer_llm, note = start_llm(s, no_llm, say)
+        service.llm_note = note or None
+        app = create_app(
+            service, api_key=s.api_key, rate_per_minute=rate_per_minute or RATE_PER_MINUTE
+        )
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+        server = uvicorn.Server(config)
+        server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        thread = threading.Thread(target=server.run, name="litrag-api", daemon=True)
+        thread.start()
+        while not server.started:
+            if not thread.is_alive():
+                say(f"error: cannot serve on {host}:{port}")
+                return 2
+            time.sleep(0.05)
+        bound = server.servers[0].sockets[0].getsockname()[1] if server.servers else port
+        url = f"http://{host}:{bound}/v1"
+        print(f"litrag serve-api: {url}  (library {s.home}; LLM: {service.llm_line()})", flush=True)
+        if ready is not None:
+            ready(url)
+        stop = stop or threading.Event()
+        _on_signals(stop)
+        try:
+            while not stop.wait(0.5) and thread.is_alive():
+                pass
+        except KeyboardInterrupt:
+            pass
+        say("stopping the API ...")
+        server.should_exit = True
+        thread.join(timeout=10)
+        return 0
+    finally:
+        service.close()

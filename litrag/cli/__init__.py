@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from litrag import settings
-from litrag.cli import ask, assets, characters, distill, doctor, library, segment, verify
+from litrag.cli import api, ask, assets, characters, distill, doctor, library, segment, verify
 from litrag.cli import eval as evaluation
 from litrag.cli.common import BUNDLED_BOOK
 from litrag.settings import SettingsError
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         library,
         verify,
         ask,
+        api,
         characters,
         assets,
         doctor,

@@ -80,6 +80,7 @@ _FLAGS = {
     "top_k": ("top_k", "--top-k"),
     "retrieval": ("retrieval", "--retrieval"),
     "llm_backend": ("llm_backend", "--llm-backend"),
+    "api_key": ("api_key", "--api-key"),
 }
 
 

@@ -142,3 +142,39 @@ def dropped_note(names: Sequence[str]) -> str:
     """What the revised reply says of the draft it replaced."""
     who = ", ".join(f"“{n}”" for n in names)
     return f"(A draft answer named {who}, which none of these passages names, so it was withheld.)"
+
+
+class NameGate:
+    """How much of a draft a stream may send before the name check has read all of it.
+
+    The check runs on the finished draft and may withdraw it for a name no source holds, but an
+    HTTP stream cannot take back what it sent (the chat UI can replace its bubble). So a stream
+    sends text only up to its last whole word, and stops for good at the first capitalised word
+    that neither a source, the question nor the title holds: the check can flag no name before
+    that point (it flags a subset of such words), so a withdrawn draft never had its name sent.
+    """
+
+    def __init__(self, held: Iterable[str]) -> None:
+        self._held = {_fold(w) for t in held for w in _WORD.findall(t)}
+        self._scanned = 0  # text before this offset was read and passed
+        self.stopped_at: int | None = None
+
+    def safe_end(self, text: str) -> int:
+        """The length of ``text`` (the whole draft so far) that may be sent."""
+        if self.stopped_at is not None:
+            return self.stopped_at
+        whole = len(text)
+        words = list(_WORD.finditer(text, self._scanned))
+        if words and not text[words[-1].end() :].strip("'’-"):
+            whole = words.pop().start()  # the last word may still grow: "Thorn" + "ton", "Jean-"
+        stop = _stopwords()
+        for m in words:
+            word = m.group()
+            f = _fold(word)
+            if not word[0].isupper() or len(f) < 2 or f in stop or f in _NOT_NAMES:
+                continue
+            if not _known(word, self._held):
+                self.stopped_at = m.start()
+                return m.start()
+        self._scanned = whole
+        return whole
