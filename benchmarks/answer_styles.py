@@ -49,6 +49,51 @@ def _unsupported(answer: str, grounds: str, names: list[tuple[str, list[str]]]) 
     return out
 
 
+def rescore(path: Path, reader: list[Path]) -> int:
+    """The tables of an earlier run, its reader answers scored by today's scorer."""
+    from litrag.eval.keyfacts import load_reader_questions, score_answer
+
+    by_id = {q.id: q for f in reader for q in load_reader_questions(f)}
+    results: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row["kind"] == "reader" and row.get("id") in by_id:
+            q = by_id[row["id"]]
+            sc = score_answer(q, row["answer"])
+            row.update(correct=sc.correct, abstained=sc.abstained, partial=sc.partial)
+            draft = " ".join((row.get("draft") or row["answer"]).split())
+            row["correct_unchecked"] = score_answer(q, draft).correct
+        results[row["style"]].append(row)
+    print_tables(results)
+    return 0
+
+
+def print_tables(results: dict[str, list[dict[str, Any]]]) -> None:
+    """Per style: median seconds, then correct / abstained / names by class and by route."""
+    for style, rows in results.items():
+        median = statistics.median(r["seconds"] for r in rows)
+        print(f"\n## {style}: {len(rows)} answers, median {median:.1f} s")
+        firsts = [r["first_piece_s"] for r in rows if r["first_piece_s"] is not None]
+        if firsts:
+            print(f"median seconds to the first piece: {statistics.median(firsts):.1f}")
+        for key in ("class", "route"):
+            groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for r in rows:
+                groups[r[key]].append(r)
+            print(
+                f"\n| {key} | n | correct | abstained | unsupported names | names withheld "
+                "| correct had drafts stood |\n|---|---|---|---|---|---|---|"
+            )
+            for name, g in sorted(groups.items()):
+                ok = sum(r["correct"] for r in g)
+                ab = sum(bool(r.get("abstained")) for r in g)
+                un = sum(bool(r["unsupported_names"]) for r in g)
+                wh = sum(bool(r["withheld"]) for r in g)
+                raw = sum(r["correct_unchecked"] for r in g)
+                n = len(g)
+                print(f"| {name} | {n} | {ok}/{n} | {ab} | {un} | {wh} | {raw}/{n} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--home", type=Path, required=True, help="an ingested LITRAG_HOME")
@@ -60,7 +105,15 @@ def main() -> int:
     ap.add_argument("--classes", default="", help="comma list of question classes to keep")
     ap.add_argument("--no-route", action="store_true", help="plain passages, no narrative tools")
     ap.add_argument("--out", type=Path, help="append the JSON lines here")
+    ap.add_argument(
+        "--rescore",
+        type=Path,
+        help="score the answers of an earlier --out file again (reader rows, by id, against the "
+        "--reader files; keyed rows keep their score) and print the tables; no LLM runs",
+    )
     args = ap.parse_args()
+    if args.rescore:
+        return rescore(args.rescore, args.reader)
 
     from litrag.builders import (
         build_answer_llm,
@@ -195,28 +248,7 @@ def main() -> int:
     for opened in (store, children):
         if opened is not None:
             opened.close()
-    for style, rows in results.items():
-        median = statistics.median(r["seconds"] for r in rows)
-        print(f"\n## {style}: {len(rows)} answers, median {median:.1f} s")
-        firsts = [r["first_piece_s"] for r in rows if r["first_piece_s"] is not None]
-        if firsts:
-            print(f"median seconds to the first piece: {statistics.median(firsts):.1f}")
-        for key in ("class", "route"):
-            groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-            for r in rows:
-                groups[r[key]].append(r)
-            print(
-                f"\n| {key} | n | correct | abstained | unsupported names | names withheld "
-                "| correct had drafts stood |\n|---|---|---|---|---|---|---|"
-            )
-            for name, g in sorted(groups.items()):
-                ok = sum(r["correct"] for r in g)
-                ab = sum(bool(r.get("abstained")) for r in g)
-                un = sum(bool(r["unsupported_names"]) for r in g)
-                wh = sum(bool(r["withheld"]) for r in g)
-                raw = sum(r["correct_unchecked"] for r in g)
-                n = len(g)
-                print(f"| {name} | {n} | {ok}/{n} | {ab} | {un} | {wh} | {raw}/{n} |")
+    print_tables(results)
     if out is not None:
         out.close()
     return 0

@@ -386,7 +386,7 @@ def test_a_withdrawn_draft_never_streams_its_name(api):
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert extra(chunks[-1])["withheld"] == ["Rufus"] and extra(whole)["withheld"] == ["Rufus"]
     assert extra(chunks[-1])["draft_withdrawn"] is True
-    assert "Rufus" not in streamed.replace("named “Rufus”", "")  # the note names it, nothing else
+    assert "Rufus" not in streamed.replace("said “Rufus”", "")  # the note names it, nothing else
     assert streamed.startswith("Buck's father was …\n\n") and "do not say" in streamed
     assert draft not in whole.choices[0].message.content
     text = "".join(c.choices[0].delta.content or "" for c in limited if c.choices)

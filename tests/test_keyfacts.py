@@ -193,6 +193,17 @@ def test_abstention(questions: list[ReaderQuestion]) -> None:
     assert not score_answer(stole, "I don't know, the passages do not say.").correct
 
 
+def test_the_products_own_declines_are_abstentions() -> None:
+    """What litrag itself says when it does not answer counts as declining."""
+    from litrag.query.name_check import dropped_note, never_mentioned_text
+    from litrag.query.quote import no_answer_text
+
+    for limit in (None, 3):
+        assert is_abstention(no_answer_text("Emma", limit))
+        assert is_abstention(never_mentioned_text(["Moriarty"], "Emma", limit))
+        assert is_abstention(f"{no_answer_text('Emma', limit)} {dropped_note(['Mycroft'])}")
+
+
 def test_spoiler_leak(questions: list[ReaderQuestion]) -> None:
     end = next(q for q in questions if q.question == "How does the book end?")
     leak = score_answer(end, "Buck leaves the dead Thornton and runs with the wolves.")

@@ -14,7 +14,13 @@ from test_retriever import WILD, ingested_shelf
 
 from litrag.builders import build_embed_model, build_query_engine
 from litrag.ingestion.gutenberg import load_book
-from litrag.query.name_check import BookWords, names_in, unknown_names, unsupported_names
+from litrag.query.name_check import (
+    BookWords,
+    names_in,
+    numbers_in,
+    unknown_names,
+    unsupported_names,
+)
 from litrag.query.retriever import RetrievalSettings
 from litrag.settings import Settings
 
@@ -66,6 +72,20 @@ def test_unsupported_names_are_those_no_source_holds(wild_words):
     assert unsupported_names("Thornton stole Buck.", sources, question, wild_words) == ["Thornton"]
     # Words the book writes in lower case are no names, wherever they stand.
     assert unsupported_names("However, Manuel did.", sources, question, wild_words) == []
+
+
+def test_numbers_are_read_in_digits_and_in_words():
+    text = "sixteen hundred dollars, one hundred and forty pounds, forty-two, two and three, 1,897"
+    assert numbers_in(text) == {"1600", "140", "42", "2", "3", "1897"}
+    assert numbers_in("on the fourth day of the twenty-first year") == {"4", "21"}
+
+
+def test_a_number_no_source_states_is_unsupported(wild_words):
+    won = ["Thornton had won sixteen hundred dollars in five minutes."]
+    question = "How much money did Thornton win on the wager?"
+    assert unsupported_names("He won $1,600.", won, question, wild_words) == []
+    assert unsupported_names("He won $300.", won, question, wild_words) == ["300"]
+    assert unsupported_names("In 1926.", ["Chapter I."], "When was it published?", wild_words)
 
 
 # ------------------------------------------------------------------ the engine, real shelf

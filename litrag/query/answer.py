@@ -363,9 +363,8 @@ class BookQueryEngine(BaseQueryEngine):
         llama.cpp server crashed, and why); its line replaces the HTTP client's.
         ``answer_style``: ``single`` (one call, the paper's prompt) or ``quote`` (the model names
         the sentences that answer, then answers from them: ``litrag.query.quote``).
-        ``check_names``: a question naming someone the book never mentions (within the limit)
-        is answered so without the LLM, and a draft naming someone no source names is replaced
-        by the plain "the passages do not say" (``litrag.query.name_check``)."""
+        ``check_names``: names of the question and of the draft read against the book
+        (``litrag.query.name_check``)."""
         super().__init__(callback_manager=callback_manager)
         if passage_order not in get_args(PassageOrder):
             raise ValueError(f"passage_order is 'score' or 'story', not {passage_order!r}")
@@ -459,10 +458,11 @@ class BookQueryEngine(BaseQueryEngine):
         """The LLM's answer from ``nodes`` (best first) with this engine's prompt, focus,
         context fit and passage order; also the routed engine's, for passages it found itself
         (steered by the character index)."""
-        if self.check_names:
-            missing = name_check.unknown_names(question, self.book_words(), self.title)
-            if missing:
-                return self._never_mentioned(missing, nodes, run, meta)
+        if self.check_names and (
+            missing := name_check.unknown_names(question, self.book_words(), self.title)
+        ):
+            used = name_check.never_mentioned(run, missing, nodes, self.title)
+            return self.respond(run, used, meta)
         texts: list[str] | None = None
         excerpts: dict[str, str] = {}  # node id -> excerpt, for the blocks that were cut
         if self.focus is not None:
@@ -490,35 +490,9 @@ class BookQueryEngine(BaseQueryEngine):
             self._book_words = name_check.BookWords.of(self.retriever.book_texts())
         return self._book_words
 
-    def _never_mentioned(
-        self,
-        names: list[str],
-        nodes: list[NodeWithScore],
-        run: AnswerRun,
-        meta: dict[str, Any],
-    ) -> RESPONSE_TYPE:
-        """The question names someone the book never mentions: say so, with no LLM call."""
-        used = nodes[:3]
-        run.sources = [Source.from_node(i, n) for i, n in enumerate(used, start=1)]
-        run.mode, run.answered_by = "none", "name check (the LLM was not asked)"
-        run.withheld = names
-        run.text = name_check.never_mentioned_text(names, self.title, self.retriever.upto_chapter)
-        return self.respond(run, used, meta)
-
     def _check_names(self, run: AnswerRun, used: list[NodeWithScore]) -> None:
-        """Replace a finished draft that names someone none of its sources names."""
-        if not self.check_names or run.error is not None or not run.text.strip():
-            return
-        asked = " ".join(q for q in (run.question, run.standalone_question) if q)
-        names = name_check.unsupported_names(
-            run.text, [passage(n) for n in used], asked, self.book_words(), self.title
-        )
-        if not names:
-            return
-        logger.info("answer withheld: %s named by no source (%r)", names, run.text)
-        run.draft, run.withheld = run.text, names
-        limit = self.retriever.upto_chapter
-        run.text = f"{quote.no_answer_text(self.title, limit)} {name_check.dropped_note(names)}"
+        if self.check_names:
+            name_check.withdraw_unsupported(run, used, self.book_words(), self.title)
 
     def _quote_then_answer(
         self,
@@ -590,11 +564,8 @@ class BookQueryEngine(BaseQueryEngine):
         self._check_names(run, used)
         return Response(run.text, source_nodes=used, metadata=meta)
 
-    def _checked(
-        self, pieces: Iterator[str], run: AnswerRun, used: list[NodeWithScore]
-    ) -> Iterator[str]:
-        """The streamed pieces, then the name check on the whole draft (``run.draft``)."""
-        yield from pieces
+    def _checked(self, pieces: Iterator[str], run: AnswerRun, used: list) -> Iterator[str]:
+        yield from pieces  # then the name check on the whole draft (``run.draft``)
         self._check_names(run, used)
 
     def respond(

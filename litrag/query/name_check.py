@@ -8,8 +8,10 @@ Adventures never writes). Two checks catch what they can by construction, with n
   limit): the honest reply is that, said without calling the LLM ("Who is Professor Moriarty?"
   over The Adventures of Sherlock Holmes; "Who is Thornton?" with the limit at chapter 1). Of the
   483 questions of the public, frozen, blind and reader sets, it stops that one and no other;
-- **the answer names someone no source names**: the draft is replaced by the plain "the passages
-  do not say" reply, which keeps the closest passages and says which name was dropped.
+- **the answer names someone, or states a number, that no source holds** ("1926" for a year the
+  book never gives, "$300" where the passage says "sixteen hundred dollars"): the draft is
+  replaced by the plain "the passages do not say" reply, which keeps the closest passages and
+  says what was dropped.
 
 What a name is comes from the book's own usage, not a model: a capitalised word that the book
 (the blocks within the limit) never writes in lower case, or never writes at all, and that is no
@@ -21,11 +23,19 @@ or two letters away counts (readers write "Surrey" where Austen wrote "Surry").
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from difflib import get_close_matches
 from functools import lru_cache
+
+from llama_index.core.schema import NodeWithScore
+
+from litrag.query.answer_types import AnswerRun, Source, passage
+from litrag.query.quote import no_answer_text
+
+logger = logging.getLogger(__name__)
 
 # A word: letters of any script (François, Chamounix), inner apostrophes and hyphens kept.
 _WORD = re.compile(r"[^\W\d_](?:[^\W\d_]|['’-](?=[^\W\d_]))*")
@@ -117,12 +127,83 @@ def unknown_names(question: str, book: BookWords, title: str = "") -> list[str]:
     return names
 
 
+_UNITS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen".split()
+    )
+}
+_TENS = {
+    w: 10 * i
+    for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split())
+    if i >= 2
+}
+_ORDINALS = {
+    w: i + 1
+    for i, w in enumerate(
+        "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
+        "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth "
+        "twentieth".split()
+    )
+}
+_DIGITS = re.compile(r"\d[\d,]*(?:\.\d+)?")
+
+
+def numbers_in(text: str) -> set[str]:
+    """The numbers ``text`` states, in digits ("1,600" -> "1600") or in words ("sixteen hundred",
+    "one hundred and forty", "forty-two", "the fourth"), as digit strings."""
+    found = {m.group().replace(",", "").rstrip(".") for m in _DIGITS.finditer(text)}
+    total = current = 0
+    kind = ""  # what the number read so far ended with: "", "unit", "tens", "scale"
+
+    def close() -> None:
+        nonlocal total, current, kind
+        if kind:
+            found.add(str(total + current))
+        total = current = 0
+        kind = ""
+
+    for word in re.findall(r"[a-z]+|[^\sa-z]", text.lower().replace("-", " ")):
+        if word in _ORDINALS:  # "the fourth" for "4th": a number ends there
+            if kind in ("unit", "") or (kind == "tens" and _ORDINALS[word] >= 10):
+                close()
+            current += _ORDINALS[word]
+            kind = "unit"
+            close()
+        elif word in _UNITS:
+            if kind == "unit" or (kind == "tens" and _UNITS[word] >= 10):
+                close()  # "two two", "forty twelve": two numbers
+            current += _UNITS[word]
+            kind = "unit"
+        elif word in _TENS:
+            if kind in ("unit", "tens"):
+                close()
+            current += _TENS[word]
+            kind = "tens"
+        elif word in ("hundred", "thousand"):  # "a hundred": one
+            if word == "hundred":
+                current = (current or 1) * 100
+            else:
+                total, current = total + (current or 1) * 1000, 0
+            kind = "scale"
+        elif not (word == "and" and kind == "scale"):  # "one hundred and forty" goes on
+            close()
+    close()
+    return found
+
+
 def unsupported_names(
     answer: str, sources: Sequence[str], question: str, book: BookWords, title: str = ""
 ) -> list[str]:
-    """Names in ``answer`` that neither a source, the question nor the title holds."""
-    held: set[str] = {_fold(w) for t in (*sources, question, title) for w in _WORD.findall(t)}
-    return [n for n in names_in(answer, book) if not _known(n, held)]
+    """Names, and numbers in digits, of ``answer`` that neither a source, the question nor the
+    title holds (a year or a sum the passages never state is as invented as a name)."""
+    grounds = (*sources, question, title)
+    held: set[str] = {_fold(w) for t in grounds for w in _WORD.findall(t)}
+    said = set().union(*(numbers_in(t) for t in grounds))
+    names = [n for n in names_in(answer, book) if not _known(n, held)]
+    digits = sorted({m.group().replace(",", "").rstrip(".") for m in _DIGITS.finditer(answer)})
+    return names + [d for d in digits if d not in said]
 
 
 def never_mentioned_text(names: Sequence[str], title: str, upto_chapter: object) -> str:
@@ -131,7 +212,8 @@ def never_mentioned_text(names: Sequence[str], title: str, upto_chapter: object)
     if isinstance(upto_chapter, int):
         return (
             f"{title} never mentions {who} up to chapter {upto_chapter} (where you have read "
-            "to), so the passages cannot answer this; the closest passages are below."
+            "to), so the passages cannot answer this; it may come later in the book. The "
+            "closest passages are below."
         )
     return (
         f"{title} never mentions {who}, so it cannot answer this; the closest passages are below."
@@ -141,7 +223,36 @@ def never_mentioned_text(names: Sequence[str], title: str, upto_chapter: object)
 def dropped_note(names: Sequence[str]) -> str:
     """What the revised reply says of the draft it replaced."""
     who = ", ".join(f"“{n}”" for n in names)
-    return f"(A draft answer named {who}, which none of these passages names, so it was withheld.)"
+    return f"(A draft answer said {who}, which none of these passages says, so it was withheld.)"
+
+
+def never_mentioned(
+    run: AnswerRun, names: list[str], nodes: list[NodeWithScore], title: str
+) -> list[NodeWithScore]:
+    """Fill ``run`` with the reply to a question whose names the book never writes (no LLM
+    call); returns the sources it keeps (the closest three passages)."""
+    used = nodes[:3]
+    run.sources = [Source.from_node(i, n) for i, n in enumerate(used, start=1)]
+    run.mode, run.answered_by = "none", "name check (the LLM was not asked)"
+    run.withheld = names
+    run.text = never_mentioned_text(names, title, run.upto_chapter)
+    return used
+
+
+def withdraw_unsupported(
+    run: AnswerRun, used: Sequence[NodeWithScore], book: BookWords, title: str
+) -> None:
+    """Replace ``run``'s finished draft when it names someone none of its sources names (the
+    draft is kept in ``run.draft``, the names in ``run.withheld``)."""
+    if run.error is not None or not run.text.strip():
+        return
+    asked = " ".join(q for q in (run.question, run.standalone_question) if q)
+    names = unsupported_names(run.text, [passage(n) for n in used], asked, book, title)
+    if not names:
+        return
+    logger.info("answer withheld: %s named by no source (%r)", names, run.text)
+    run.draft, run.withheld = run.text, names
+    run.text = f"{no_answer_text(title, run.upto_chapter)} {dropped_note(names)}"
 
 
 class NameGate:
