@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from litrag.settings import Settings
+from litrag.settings import Settings, SettingsError
 
 BUNDLED_BOOK = Path(__file__).parent.parent / "data" / "pg215_call_of_the_wild.txt"
 
@@ -94,3 +94,14 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             given[field] = value
             names[field] = flag
     return Settings(names_=names, **given)
+
+
+def check_at_least(args: argparse.Namespace, **minimums: int) -> None:
+    """``SettingsError`` (one line, exit 2) for the first given flag below its minimum, e.g.
+    ``check_at_least(args, top_k=1, limit=1)`` for ``--top-k`` and ``--limit``: argparse's
+    ``type=int`` takes -1, and a negative count gave an empty or truncated run, not an error."""
+    for attr, minimum in minimums.items():
+        value = getattr(args, attr, None)
+        if value is not None and value < minimum:
+            flag = "--" + attr.replace("_", "-")
+            raise SettingsError(f"{flag} must be at least {minimum}, got {value}")
