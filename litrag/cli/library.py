@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from litrag.cli.common import add_backend_flag, settings_from_args
+from litrag.cli.common import add_backend_flag, check_at_least, settings_from_args
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
@@ -295,13 +295,15 @@ def _cmd_remove(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     import warnings
 
-    from qdrant_client import QdrantClient
-
     from litrag.query.edge_store import QdrantEdgeVectorStore, StoreLockedError
-    from litrag.query.export import export_library
-    from litrag.query.stores import qdrant_client_settings
+    from litrag.query.export import export_library, open_target
 
     s = settings_from_args(args)
+    check_at_least(args, shards=1, replication_factor=1)
+    if args.collection is not None and not args.collection.strip():
+        print("error: --collection must name a collection, got ''", file=sys.stderr)
+        return 2
+    client = open_target(args.to, s.qdrant_api_key)  # a bad or dead --to: one line, exit 2
     folder = s.home / "index" / s.collection
     if not folder.exists():
         print(f"error: no embedded library at {folder}", file=sys.stderr)
@@ -311,19 +313,28 @@ def _cmd_export(args: argparse.Namespace) -> int:
     except StoreLockedError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    client = QdrantClient(**qdrant_client_settings(args.to, s.qdrant_api_key))
     target = args.collection or s.collection
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Payload indexes have no effect")
-        report = export_library(
-            source,
-            client,
-            target,
-            progress_file=s.home / "export-progress.json",
-            shards=args.shards,
-            replication_factor=args.replication_factor,
-        )
-    source.close()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Payload indexes have no effect")
+            report = export_library(
+                source,
+                client,
+                target,
+                progress_file=s.home / "export-progress.json",
+                shards=args.shards,
+                replication_factor=args.replication_factor,
+            )
+    except Exception as exc:  # the server went away mid-copy: say so; the progress is kept
+        from litrag.settings import ServerUnreachableError, unreachable_reason
+
+        reason = unreachable_reason(exc)
+        if reason is None:
+            raise
+        fix = "rerun the command when it is back: the export resumes where it stopped"
+        raise ServerUnreachableError("--to", "Qdrant server", args.to, reason, fix) from None
+    finally:
+        source.close()
     print(
         f"exported {report.exported} points to {args.to} collection {target!r}"
         f" (skipped {report.skipped} already there); source {report.source_count}, "
