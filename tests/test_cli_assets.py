@@ -381,7 +381,7 @@ def test_a_real_local_llm_is_not_started_for_a_cached_rerun(shelf, ingested, tmp
 def plain(shelf, tmp_path_factory) -> Path:
     """The Call of the Wild, chapters 1-2, ingested offline without assets, in its own home."""
     home = tmp_path_factory.mktemp("plain") / "home"
-    code, out, err = cli(home, "ingest", str(shelf.wild), "-q")
+    code, _out, err = cli(home, "ingest", str(shelf.wild), "-q")
     assert code == 0, err
     return home
 
