@@ -105,3 +105,43 @@ def check_at_least(args: argparse.Namespace, **minimums: int) -> None:
         if value is not None and value < minimum:
             flag = "--" + attr.replace("_", "-")
             raise SettingsError(f"{flag} must be at least {minimum}, got {value}")
+
+
+def make_out_folder(path: str | Path, flag: str = "--out") -> Path:
+    """Create the output folder ``path`` (and its parents), or ``SettingsError`` naming the flag:
+    ``--out /proc/nope`` was a raw ``FileNotFoundError``. Call it after every other check, so a
+    refused run leaves no empty folder behind."""
+    folder = Path(path).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise SettingsError(f"{flag} {folder} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SettingsError(
+            f"{flag} {folder}: cannot create the folder ({exc.strerror or exc})"
+        ) from None
+    return folder
+
+
+def probe_llm_server(url: str, flag: str, what: str = "LLM server") -> None:
+    """``ServerUnreachableError`` (one line naming ``flag`` and the URL, exit 2) when nothing
+    answers at ``url``: connection refused, no such host, or silent for
+    ``LLM_LISTING_TIMEOUT`` seconds. Why before the run: a dead teacher came out of the first
+    call as a raw ``LLMUnavailableError`` after its reply cache had been created. Any HTTP
+    answer counts as alive (not every server lists ``/models``)."""
+    import urllib.error
+
+    from litrag.models.checks import LLM_LISTING_TIMEOUT, _get
+    from litrag.settings import ServerUnreachableError, unreachable_reason
+
+    if not url.startswith(("http://", "https://")):
+        raise SettingsError(f"{flag} must be a URL starting with http:// or https://, got {url!r}")
+    try:
+        _get(url.rstrip("/") + "/models", timeout=LLM_LISTING_TIMEOUT)
+    except urllib.error.HTTPError:
+        return  # it answered
+    except (OSError, ValueError) as exc:
+        reason = unreachable_reason(getattr(exc, "reason", None) or exc) or str(exc)[:120]
+        raise ServerUnreachableError(
+            flag, what, url, reason, f"start it, or check {flag}"
+        ) from None
