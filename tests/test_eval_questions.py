@@ -169,3 +169,24 @@ def test_eval_refuses_a_bad_count_in_one_line(
     code, err = _eval_cli(monkeypatch, capsys, tmp_path, *args, "--questions", str(qfile))
     assert code == 2 and len(err) == 1 and flag in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_eval_answers_refuses_a_missing_bertscore_model(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    data_dir: Path,
+) -> None:
+    """``--bertscore /nonexistent`` was skipped silently (a "skipped" label in the report, after
+    the whole run); the variable is checked the same way, named as itself."""
+    qfile = data_dir / "gutenqa" / "questions.jsonl"
+    args = ["answers", "--no-llm", "--limit", "1", "--questions", str(qfile)]
+    code, err = _eval_cli(monkeypatch, capsys, tmp_path, *args, "--bertscore", "/nonexistent")
+    assert code == 2 and err == [
+        "error: --bertscore must be 'minilm' or a local model folder with config.json, "
+        "got '/nonexistent'"
+    ]
+    monkeypatch.setenv("LITRAG_BERTSCORE_MODEL", str(tmp_path))  # a folder, but no model
+    code, err = _eval_cli(monkeypatch, capsys, tmp_path, *args)
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: LITRAG_BERTSCORE_MODEL must")
+    assert not (tmp_path / "out").exists()

@@ -156,6 +156,7 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     from litrag.settings import focus_words, llm_backend
 
     check_at_least(args, top_k=1, limit=1, answer_tokens=1, judge_retries=0)
+    _check_bertscore(args.bertscore, settings.bertscore_model())
     previous = None
     if threading.current_thread() is threading.main_thread():  # the LLM server must not outlive us
         previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -228,6 +229,19 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     print(markdown(run, command))
     print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
     return 0
+
+
+def _check_bertscore(flag: str | None, env: str | None) -> None:
+    """A BERTScore model asked for that is not there is an error naming the flag or variable;
+    it was a silent "skipped" in the report, found after the whole run."""
+    for name, given in (("--bertscore", flag), ("LITRAG_BERTSCORE_MODEL", env)):
+        if not given:
+            continue
+        if given != "minilm" and not (Path(given).expanduser() / "config.json").is_file():
+            raise settings.SettingsError(
+                f"{name} must be 'minilm' or a local model folder with config.json, got {given!r}"
+            )
+        return  # the flag wins over the variable
 
 
 def _cmd_eval_heldout(args: argparse.Namespace) -> int:
