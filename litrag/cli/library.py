@@ -66,6 +66,9 @@ def _choose_books(args: argparse.Namespace, max_bytes: int) -> tuple[Any, Any] |
     )
     wanted = args.catalog or args.dry_run or ids or args.limit or flt.needs_catalog
     catalog = Catalog.from_csv(args.catalog) if args.catalog else Catalog.find(args.paths)
+    note = catalog.duplicates_note() if catalog is not None else None
+    if note:
+        print(f"warning: {note}", file=sys.stderr)
     if not wanted and catalog is None:
         return None
     scan = discover(args.paths, max_bytes=max_bytes, follow_links=args.follow_links)
