@@ -155,6 +155,9 @@ def test_eval_refuses_a_bad_question_file_in_one_line(
         (["answers", "--limit", "-1", "--no-llm"], "--limit must be at least 1, got -1"),
         (["answers", "--top-k", "-1", "--no-llm"], "--top-k must be at least 1"),
         (["retrieval", "--only-books", "pg999"], "is about --only-books pg999"),
+        (["retrieval", "--alpha", "x"], "--alpha wants weights from 0 to 1 like 0.3,0.5, got 'x'"),
+        (["retrieval", "--alpha", "0.3,2"], "--alpha wants weights from 0 to 1"),
+        (["retrieval", "--alpha", "nan"], "--alpha wants weights from 0 to 1"),
     ],
 )
 def test_eval_refuses_a_bad_count_in_one_line(

@@ -70,7 +70,7 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
         modes = parse_modes(
             kinds,
             args.fusion.split(","),
-            [float(a) for a in args.alpha.split(",")],
+            _alphas(args.alpha),
         )
         setup = None
         if wants_llm:
@@ -231,6 +231,21 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _alphas(text: str) -> list[float]:
+    """``--alpha 0.3,0.5``: dense weights, each 0 to 1; anything else names the flag (it was
+    float()'s "could not convert string to float")."""
+    out: list[float] = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            value = float("nan")
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"--alpha wants weights from 0 to 1 like 0.3,0.5, got {text!r}")
+        out.append(value)
+    return out
+
+
 def _check_bertscore(flag: str | None, env: str | None) -> None:
     """A BERTScore model asked for that is not there is an error naming the flag or variable;
     it was a silent "skipped" in the report, found after the whole run."""
@@ -268,9 +283,7 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
             check_section(args.section)
         if not split:
             raise ValueError("--split names the books of half A, e.g. pg11,pg84,pg215")
-        modes = parse_modes(
-            args.modes.split(","), args.fusion.split(","), [float(a) for a in args.alpha.split(",")]
-        )
+        modes = parse_modes(args.modes.split(","), args.fusion.split(","), _alphas(args.alpha))
         paths = [public_file, *args.heldout]
         loaded = [load_questions(path) for path in paths]  # a bad file stops before any run
         for path, questions in zip(paths, loaded, strict=True):
