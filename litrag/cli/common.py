@@ -145,3 +145,26 @@ def probe_llm_server(url: str, flag: str, what: str = "LLM server") -> None:
         raise ServerUnreachableError(
             flag, what, url, reason, f"start it, or check {flag}"
         ) from None
+
+
+def chapter_indices(text: str | None, flag: str = "--chapters") -> set[int] | None:
+    """``--chapters 1,2`` as chapter indices; anything else is one line naming the flag (it was
+    ``int()``'s "invalid literal")."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isdigit() for p in parts):
+        raise SettingsError(f"{flag} wants chapter indices like 1,2, got {text!r}")
+    return {int(p) for p in parts}
+
+
+def check_out_file(path: str | Path | None, flag: str = "--out") -> None:
+    """A file ``path`` can be written: its folder exists and it is no folder itself
+    (``--out /proc/nope/x.jsonl`` was a raw ``FileNotFoundError`` after the whole run)."""
+    if path is None:
+        return
+    out = Path(path).expanduser()
+    if out.is_dir():
+        raise SettingsError(f"{flag} {out} is a folder; give a file path")
+    if not out.parent.is_dir():
+        raise SettingsError(f"{flag} {out}: its folder {out.parent} does not exist")

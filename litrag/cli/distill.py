@@ -14,6 +14,7 @@ from litrag import settings
 from litrag.cli.common import (
     add_backend_flag,
     backend_from_args,
+    chapter_indices,
     check_at_least,
     make_out_folder,
     probe_llm_server,
@@ -66,17 +67,6 @@ def _cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _chapter_indices(text: str | None) -> set[int] | None:
-    """``--chapters 1,2`` as chapter indices; anything else is one line naming the flag (it was
-    ``invalid literal for int()``)."""
-    if text is None:
-        return None
-    parts = [p.strip() for p in text.split(",")]
-    if not all(p.isdigit() for p in parts):
-        raise SettingsError(f"--chapters wants chapter indices like 1,2, got {text!r}")
-    return {int(p) for p in parts}
-
-
 def _cmd_annotate(args: argparse.Namespace) -> int:
     from litrag.distill.annotate import annotate
     from litrag.ingestion.gutenberg import BookLoadError, iter_book_files
@@ -89,7 +79,7 @@ def _cmd_annotate(args: argparse.Namespace) -> int:
         raise SettingsError(
             f"--validation-fraction must be at least 0 and below 1, got {args.validation_fraction}"
         )
-    chapters = _chapter_indices(args.chapters)
+    chapters = chapter_indices(args.chapters)
     cfg = _config(args).annotate
     for flag in ("workers", "max_retries", "max_unit_words", "timeout"):
         value = getattr(args, flag)
