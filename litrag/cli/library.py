@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from litrag.cli.common import add_backend_flag, check_at_least, settings_from_args
+from litrag.settings import SettingsError
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
@@ -16,6 +17,11 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     from litrag.ingestion.library import Library
 
     s = settings_from_args(args)
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:  # before any store is made: it was created empty, and then looked damaged
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise SettingsError(f"{missing[0]}: no such file or folder{more}")
+    _check_segmenter_llm(s)
     records = Library.read_registry(s.home)  # a damaged registry stops here, in one line
     try:
         chosen = _choose_books(args, int(s.max_mb * 1024 * 1024))
@@ -36,6 +42,23 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         return 1
     rows = {str(b.path): e.as_record() for b, e in selection.books if e is not None}
     return _run_ingest(args, s, [b.path for b, _ in selection.books], rows, scan.failed)
+
+
+def _check_segmenter_llm(s: Any) -> None:
+    """An LLM segmenter with no LLM to call is one line naming the flag and what to set, before
+    the library is opened (it was the parser's ``segmenter='litseg-lite' needs an llm``)."""
+    from litrag.settings import llm_backend
+
+    if s.segmenter not in ("litseg-lite", "litseg"):
+        return
+    url = s.segment_url or s.llm_url
+    backend = llm_backend(s)
+    if (backend == "vllm" and not url) or (url and backend != "local"):
+        return
+    raise SettingsError(
+        f"--segmenter {s.segmenter} needs an LLM server: set LITRAG_SEGMENT_URL or "
+        "LITRAG_LLM_URL (or LITRAG_LLM_BACKEND=vllm for in-process vLLM)"
+    )
 
 
 def _err(message: str) -> None:
@@ -132,6 +155,9 @@ def _run_ingest(
         library = build_library(s)
     except StoreLockedError as exc:
         print(f"error: {_locked_message(s.home, exc)}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # a segmenter that needs an LLM none is set for, and the like
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     no_assets: list[str] = []
     try:
