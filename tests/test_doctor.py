@@ -219,10 +219,13 @@ class _HalfServer(BaseHTTPRequestHandler):
     never answer) or "html" (a web server's 404 page, as a URL missing its /v1 meets)."""
 
     def do_GET(self) -> None:
+        if self.server.reply == "html-everywhere":  # type: ignore[attr-defined]
+            return self.do_POST()
         self._send(200, "application/json", json.dumps({"data": [{"id": "m"}]}))
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.command == "POST":
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.server.reply == "stall":  # type: ignore[attr-defined]
             self.server.stop.wait(60)  # type: ignore[attr-defined]
             return
@@ -303,3 +306,19 @@ def test_an_html_error_page_is_one_short_line(tmp_path: Path) -> None:
         "the server's /v1?)"
     )
     assert "<" not in generation.detail
+
+
+def test_a_web_server_that_is_no_llm_server_is_said_so(tmp_path: Path) -> None:
+    """A 404 for the models listing: the server answered, so not "cannot reach"; the line names
+    the status, and the skipped generation says the listing failed (not "did not answer")."""
+    with half_server("html-everywhere") as url:
+        s = Settings(home=tmp_path / "home", llm_url=url, llm_model="m", llm_backend="openai-like")
+        llm, generation = run_checks(s, generate=True)[-2:]
+    assert (llm.status, generation.status) == ("fail", "fail")
+    assert llm.detail == (
+        f"the LLM server at {url} answered its models listing with HTTP 404 Not Found "
+        "(is the URL the server's /v1?)"
+    )
+    assert generation.detail == (
+        f"skipped: the LLM server at {url} failed the models listing (HTTP 404)"
+    )

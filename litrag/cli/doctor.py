@@ -172,13 +172,13 @@ def run_checks(
     if not generate:
         return checks
     if llm.status == "fail" and _uses_server(s, local_model):
-        done(
-            Check(
-                "generation",
-                "fail",
-                f"skipped: the LLM server at {s.llm_url} did not answer the models listing",
-            )
+        status = llm.data.get("http_status")
+        how = (
+            f"failed the models listing (HTTP {status})"
+            if status
+            else "did not answer the models listing"
         )
+        done(Check("generation", "fail", f"skipped: the LLM server at {s.llm_url} {how}"))
     else:
         done(check_generation(s, local_model))
     return checks
