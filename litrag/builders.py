@@ -157,8 +157,8 @@ def has_children(s: Settings, records: Sequence[BookRecord], book_ids: Sequence[
 def build_library(s: Settings) -> Any:
     from litrag.ingestion.library import Library
 
+    parser = build_parser(s, build_llm(s))  # first: a segmenter without its LLM writes nothing
     embed = build_embed_model(s)
-    parser = build_parser(s, build_llm(s))
     dim = len(embed.get_text_embedding("dimension probe"))
     windows = build_window_encoder(embed)
     store = build_store(s, dense_dim=dim, window_doc_fn=windows, new_windowed=blocks_windowed(s))

@@ -191,3 +191,32 @@ def test_books_pages_and_filters(tmp_path, capsys, monkeypatch):
     assert [b["book_id"] for b in json.loads(out)] == ["pg1007"]
     code, out, _ = run(home, "books", "--search", "nothing like this", capsys=capsys)
     assert "no book matches; the library holds 120 books" in out
+
+
+def test_repeated_ebook_numbers_are_named_with_their_rows(mirror, tmp_path, capsys):
+    """A number on two rows: the last row won silently (its title, its bookshelves); now the
+    catalog names them, and the ingest's dry run says so in one warning line."""
+    from test_integrity import run
+
+    path = tmp_path / "pg_catalog.csv"
+    # line 2 is Alice's row; a second Alice row (multi-line title) after the first five rows
+    path.write_text(
+        CATALOG.rstrip("\n") + '\n11,Text,2020-01-01,"Alice\nagain",en,"Carroll, Lewis",,PR,\n',
+        encoding="utf-8",
+    )
+    catalog = Catalog.from_csv(path)
+    last = 2 + len(CATALOG.rstrip("\n").splitlines()) - 1
+    assert catalog.duplicates == {11: [2, last]} and catalog.get(11).title == "Alice"
+    note = catalog.duplicates_note()
+    assert note == (
+        f"{path}: 1 ebook number on more than one row, the last row used: 11 (lines 2, {last})"
+    )
+    assert Catalog.find([mirror]).duplicates_note() is None  # the sound one: no warning
+    code, _, err = run(
+        tmp_path / "home", "ingest", str(mirror), "--dry-run", "--catalog", str(path),
+        capsys=capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    assert [line for line in err.splitlines() if line.startswith("warning:")] == [
+        f"warning: {note}"
+    ]

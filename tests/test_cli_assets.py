@@ -374,3 +374,49 @@ def test_a_real_local_llm_is_not_started_for_a_cached_rerun(shelf, ingested, tmp
     assert again["cached_calls"] == again["llm_calls"] == first["llm_calls"]
     assert "not started (every call came from the reply cache)" in err
     assert sorted((home / "logs").glob("llama-server-*.log")) == logs  # no server was launched
+
+
+# ----------------------------------------------------------- bad arguments (issue 34, bug 10)
+@pytest.fixture(scope="module")
+def plain(shelf, tmp_path_factory) -> Path:
+    """The Call of the Wild, chapters 1-2, ingested offline without assets, in its own home."""
+    home = tmp_path_factory.mktemp("plain") / "home"
+    code, _out, err = cli(home, "ingest", str(shelf.wild), "-q")
+    assert code == 0, err
+    return home
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--chapters", "x"], "--chapters wants chapter numbers like 1-3,5, got 'x'"),
+        (["--chapters", "1,two"], "--chapters wants chapter numbers like 1-3,5"),
+        (["--chapters", "99"], "--chapters must name chapters of the book (1-2), got 99"),
+        (["--chapters", "0"], "--chapters must name chapters of the book (1-2), got 0"),
+        (["--chapters", "2-1"], "--chapters: the range 2-1 runs backwards"),
+        (["--upto-chapter", "-2"], "--upto-chapter must be a chapter of the book (1-2), got -2"),
+        (["--upto-chapter", "0"], "--upto-chapter must be a chapter of the book (1-2), got 0"),
+        (["--chapters", "2", "--upto-chapter", "1"], "--chapters 2 lies past --upto-chapter 1"),
+        (["--max-blocks", "-1"], "--max-blocks must be at least 1, got -1"),
+        (["--max-blocks", "0"], "--max-blocks must be at least 1, got 0"),
+    ],
+)
+def test_assets_refuses_a_bad_selection_in_one_line(plain, llm, flags, message):
+    """Each was an unexpected failure (``x``) or an empty run that exited 0 and wrote an
+    extractions file; now one line naming the flag, exit 2, nothing written, no LLM call."""
+    before = len(llm.requests)
+    code, out, err = cli(plain, "assets", WILD, *flags, "-q", *scripted(llm))
+    lines = err.splitlines()
+    assert (code, out, len(lines)) == (2, "", 1) and lines[0].startswith(f"error: {message}"), err
+    assert load_extractions(plain, WILD) is None and len(llm.requests) == before
+
+
+def test_a_profile_of_a_book_without_assets_says_no_assets(plain):
+    """The assets collection may exist (another book's, or an emptied one) while this book has
+    none: that is "no assets", not "no profile of buck"."""
+    expected = f"error: {WILD} has no narrative assets: build them with litrag assets {WILD}\n"
+    code, out, err = cli(plain, "characters", WILD, "--profile", "buck")
+    assert (code, out, err) == (2, "", expected)
+    AssetStore.open(plain, "litrag").close()  # the collection now exists, without this book
+    code, out, err = cli(plain, "characters", WILD, "--profile", "buck")
+    assert (code, out, err) == (2, "", expected)

@@ -4,6 +4,7 @@ command as a user runs it (a real short generation with the packaged SmolLM2).""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -13,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -175,15 +177,17 @@ def test_a_server_that_never_answers_skips_the_generation(
     assert format_check(generation).startswith("FAIL generation  skipped: ")
 
 
-def doctor_cli(home: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LITRAG_", "QDRANT_"))}
-    env["LITRAG_HOME"] = str(home)
+def doctor_cli(
+    home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("LITRAG_", "QDRANT_"))}
+    clean["LITRAG_HOME"] = str(home)
     return subprocess.run(
         [sys.executable, "-m", "litrag.cli", "doctor", *args],
-        env=env,
+        env={**clean, **(env or {})},
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
     )
 
 
@@ -208,3 +212,113 @@ def test_doctor_json_without_generation(tmp_path: Path) -> None:
     assert r.returncode == (1 if any(c["status"] == "fail" for c in checks) else 0)
     cpu = next(c for c in checks if c["name"] == "cpu")
     assert cpu["data"]["arch"] == platform.machine()
+
+
+class _HalfServer(BaseHTTPRequestHandler):
+    """Lists one model; a generation gets ``self.server.reply``: "stall" (read the request,
+    never answer) or "html" (a web server's 404 page, as a URL missing its /v1 meets)."""
+
+    def do_GET(self) -> None:
+        if self.server.reply == "html-everywhere":  # type: ignore[attr-defined]
+            return self.do_POST()
+        self._send(200, "application/json", json.dumps({"data": [{"id": "m"}]}))
+
+    def do_POST(self) -> None:
+        if self.command == "POST":
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.server.reply == "stall":  # type: ignore[attr-defined]
+            self.server.stop.wait(60)  # type: ignore[attr-defined]
+            return
+        page = (
+            "<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head>\n<body>"
+            "<h1>Not Found</h1><p>The requested URL was not found on this server.</p>"
+            "<hr><address>Apache/2.4.41 Server at x Port 80</address></body></html>\n"
+        )
+        self._send(404, "text/html", page)
+
+    def _send(self, code: int, kind: str, body: str) -> None:
+        data = body.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def half_server(reply: str) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _HalfServer)
+    server.reply, server.stop = reply, threading.Event()  # type: ignore[attr-defined]
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.stop.set()  # type: ignore[attr-defined]
+        server.shutdown()
+        server.server_close()
+
+
+def test_doctor_command_finishes_on_a_server_that_never_answers(
+    tmp_path: Path, silent_server: str
+) -> None:
+    """The report as a user runs it: LITRAG_LLM_URL accepts connections and never replies.
+    ``litrag doctor`` returns within 30 s (it took ~6 minutes) and names the stalled server."""
+    t0 = time.monotonic()
+    r = doctor_cli(tmp_path / "home", env={"LITRAG_LLM_URL": silent_server}, timeout=60)
+    took = time.monotonic() - t0
+    assert took < 30, f"doctor took {took:.0f} s"
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    lines = r.stdout.splitlines()
+    assert f"FAIL llm         cannot reach the LLM server at {silent_server}: timed out" in lines
+    assert lines[-1].startswith(f"FAIL generation  skipped: the LLM server at {silent_server}")
+
+
+def test_a_server_that_lists_models_but_stalls_on_generation(tmp_path: Path) -> None:
+    """The listing answers, the generation never does: one try, ``SERVER_GENERATION_TIMEOUT``
+    seconds (the client's 120 s and two retries held the doctor for minutes)."""
+    with half_server("stall") as url:
+        s = Settings(home=tmp_path / "home", llm_url=url, llm_model="m", llm_backend="openai-like")
+        t0 = time.monotonic()
+        checks = run_checks(s, generate=True)
+        took = time.monotonic() - t0
+    assert took < 30, f"run_checks took {took:.0f} s"
+    llm, generation = checks[-2:]
+    assert llm.status == "ok" and generation.status == "fail"
+    assert generation.detail == (
+        f"the LLM server at {url} listed its models but did not answer a 16-token generation "
+        "in 20 s (stalled)"
+    )
+
+
+def test_an_html_error_page_is_one_short_line(tmp_path: Path) -> None:
+    """A web server's 404 page was dumped whole into the generation line."""
+    with half_server("html") as url:
+        s = Settings(home=tmp_path / "home", llm_url=url, llm_model="m", llm_backend="openai-like")
+        generation = run_checks(s, generate=True)[-1]
+    assert generation.status == "fail"
+    assert generation.detail == (
+        "NotFoundError: 404 Not Found (an HTML page, not an OpenAI-compatible API: is the URL "
+        "the server's /v1?)"
+    )
+    assert "<" not in generation.detail
+
+
+def test_a_web_server_that_is_no_llm_server_is_said_so(tmp_path: Path) -> None:
+    """A 404 for the models listing: the server answered, so not "cannot reach"; the line names
+    the status, and the skipped generation says the listing failed (not "did not answer")."""
+    with half_server("html-everywhere") as url:
+        s = Settings(home=tmp_path / "home", llm_url=url, llm_model="m", llm_backend="openai-like")
+        llm, generation = run_checks(s, generate=True)[-2:]
+    assert (llm.status, generation.status) == ("fail", "fail")
+    assert llm.detail == (
+        f"the LLM server at {url} answered its models listing with HTTP 404 Not Found "
+        "(is the URL the server's /v1?)"
+    )
+    assert generation.detail == (
+        f"skipped: the LLM server at {url} failed the models listing (HTTP 404)"
+    )

@@ -83,3 +83,36 @@ def test_export_copies_verifies_and_resumes(source, tmp_path):
     assert got.ids[0] == want.ids[0] == probe.node_id
     assert got.nodes[0].get_content() == probe.get_content()
     assert got.nodes[0].metadata == probe.metadata
+
+
+# ------------------------------------------------------- `litrag export` arguments (issue 34)
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--to", "notaurl"], "--to must be a Qdrant URL like http://host:6333 (or path:DIR), got"),
+        (["--to", ""], "--to must be a Qdrant URL like http://host:6333 (or path:DIR), got ''"),
+        (["--to", "http://:6333"], "--to must be a Qdrant URL"),
+        (["--to", "path:"], "--to path: needs a folder after it"),
+        (["--to", "DEAD"], "--to: the Qdrant server at DEAD is unreachable ("),
+        (["--to", "DEAD", "--shards", "0"], "--shards must be at least 1, got 0"),
+        (["--to", "DEAD", "--replication-factor", "-1"], "--replication-factor must be at least 1"),
+    ],
+)
+def test_export_refuses_a_bad_target_in_one_line(tmp_path, monkeypatch, capsys, flags, message):
+    """``--to notaurl``, ``""`` and a dead URL were qdrant-client's ResponseHandlingException,
+    an "unexpected failure" without the URL; ``--shards 0`` was taken."""
+    from test_answer import free_port
+
+    from litrag.cli import main
+
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    flags = [dead if f == "DEAD" else f for f in flags]
+    message = message.replace("DEAD", dead)
+    home = tmp_path / "home"
+    monkeypatch.setenv("LITRAG_HOME", str(home))
+    monkeypatch.delenv("QDRANT_URL", raising=False)
+    code = main(["export", *flags])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "") and len(err.splitlines()) == 1, err
+    assert err.startswith(f"error: {message}"), err
+    assert not (home / "export-progress.json").exists()

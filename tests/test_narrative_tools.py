@@ -440,7 +440,7 @@ def test_litrag_ask_routes_and_no_route_does_not(wild, capsys):
     assert code == 0, err
     answer = json.loads(out)
     assert answer["route"]["tool"] == "character_profile"
-    assert answer["route"]["kwargs"] == {"name": "Buck", "upto_chapter": None}
+    assert answer["route"]["kwargs"] == {"name": "Buck", "upto_chapter": 1}
     assert answer["sources"] and all(s["chapter_index"] <= 1 for s in answer["sources"])
     assert all(int(c) <= 1 for c in MARK.findall(out))
     code, out, err = cli(home, capsys, "ask", "Who is Buck?", "--no-llm", "--no-route", "--json")

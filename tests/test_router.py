@@ -210,3 +210,16 @@ def test_without_an_index_only_chapter_questions_route():
     }
     r = route("What happened?", None, upto_chapter=None, chapters=None)
     assert r.tool == "search_passages"
+
+
+@pytest.mark.parametrize(
+    ("question", "tool"),
+    [("Who is Buck?", "character_profile"), ("Tell me Buck's story so far", "character_timeline")],
+)
+def test_a_routed_character_question_carries_the_spoiler_limit(wild, question, tool):
+    """The route (what `litrag ask --json` shows) said ``upto_chapter: None`` while a limit
+    applied; it shows the limit the tool runs with."""
+    limited = route(question, wild, upto_chapter=2, chapters=7)
+    assert (limited.tool, limited.kwargs) == (tool, {"name": "Buck", "upto_chapter": 2})
+    whole = route(question, wild, upto_chapter=None, chapters=7)
+    assert whole.kwargs == {"name": "Buck", "upto_chapter": None}

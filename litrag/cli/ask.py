@@ -16,6 +16,7 @@ from typing import Any
 from litrag.cli.common import add_backend_flag, settings_from_args
 from litrag.query.evidence import from_evidence
 from litrag.segment.controls import strip_controls
+from litrag.settings import SettingsError
 
 # The request fields as `litrag ask` spells them, for its error lines.
 CLI_NAMES = {
@@ -220,8 +221,15 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     from litrag.app.serve import run_chat
 
     s = settings_from_args(args)
+    if not 1 <= args.port <= 65535:  # checked before the bundled book is ingested
+        raise SettingsError(f"--port must be between 1 and 65535, got {args.port}")
     paths = list(args.paths or [])
+    for given in [*paths, *([args.book_dir] if args.book_dir else [])]:
+        if not Path(given).exists():
+            raise SettingsError(f"{given}: no such file or folder")
     if args.book_dir:
+        if not Path(args.book_dir).is_dir():
+            raise SettingsError(f"--book-dir {args.book_dir} is not a folder")
         paths.append(args.book_dir)
     return run_chat(
         s,

@@ -17,9 +17,11 @@ from typing import Any
 from litrag.cli.common import (
     add_backend_flag,
     backend_from_args,
+    check_at_least,
     llm_from_args,
     settings_from_args,
 )
+from litrag.settings import SettingsError
 
 COST = (
     "one LLM call per plot block (and one per retry), cached; measured 126 s a block with the "
@@ -33,14 +35,43 @@ def _fail(line: str) -> int:
     return 2
 
 
-def _chapters(text: str | None) -> set[int] | None:
-    if not text:
+def parse_chapters(text: str | None, last: int, flag: str = "--chapters") -> set[int] | None:
+    """``1-3,5`` as chapter numbers, each a chapter of the book (1..``last``); a word, a
+    backward range or a chapter past the end is a ``SettingsError`` naming the flag: they gave
+    an empty run, or a traceback, instead of an error."""
+    if text is None:
         return None
+    where = f"1-{last}" if last > 1 else "1"
     out: set[int] = set()
     for part in text.split(","):
-        a, _, b = part.strip().partition("-")
-        out.update(range(int(a), int(b or a) + 1))
+        a, dash, b = (x.strip() for x in part.partition("-"))
+        if not a.isdigit() or (dash and not b.isdigit()):
+            raise SettingsError(
+                f"{flag} wants chapter numbers like 1-3,5, got {text!r} ({part.strip()!r})"
+            )
+        lo, hi = int(a), int(b or a)
+        if lo > hi:
+            raise SettingsError(f"{flag}: the range {lo}-{hi} runs backwards (write {hi}-{lo})")
+        if lo < 1 or hi > last:
+            bad = lo if lo < 1 else hi
+            raise SettingsError(f"{flag} must name chapters of the book ({where}), got {bad}")
+        out.update(range(lo, hi + 1))
     return out
+
+
+def check_chapter_flags(args: argparse.Namespace, last: int) -> set[int] | None:
+    """The chapters asked for, with ``--upto-chapter`` a chapter of the book (1..``last``) and
+    ``--max-blocks`` at least 1: checked before any store or LLM is opened, so a refused run
+    leaves nothing behind (an empty run wrote an extractions file)."""
+    chapters = parse_chapters(args.chapters, last)
+    n = args.upto_chapter
+    if n is not None and not 1 <= n <= last:
+        where = f"1-{last}" if last > 1 else "1"
+        raise SettingsError(f"--upto-chapter must be a chapter of the book ({where}), got {n}")
+    if chapters is not None and n is not None and not any(c <= n for c in chapters):
+        raise SettingsError(f"--chapters {args.chapters} lies past --upto-chapter {n}")
+    check_at_least(args, max_blocks=1, workers=1, max_retries=0, max_tokens=1, n_ctx=256)
+    return chapters
 
 
 class AssetBuilder:
@@ -266,19 +297,24 @@ def _not_built(book_ids: list[str], exc: BaseException) -> None:
 
 def _cmd_assets(args: argparse.Namespace) -> int:
     from litrag.ingestion.library import Library
+    from litrag.narrative.build import NoBlocksError
 
     s = settings_from_args(args)
     record = next((r for r in Library.read_registry(s.home) if r.book_id == args.book), None)
     if record is None:
         return _fail(f"no book {args.book!r} in {s.home} (see: litrag books)")
+    chapters = check_chapter_flags(args, record.chapters)
     with AssetBuilder(args, s) as builder:
-        report = builder.build(
-            args.book,
-            record.title,
-            chapters=_chapters(args.chapters),
-            upto_chapter=args.upto_chapter,
-            max_blocks=args.max_blocks,
-        )
+        try:
+            report = builder.build(
+                args.book,
+                record.title,
+                chapters=chapters,
+                upto_chapter=args.upto_chapter,
+                max_blocks=args.max_blocks,
+            )
+        except NoBlocksError as exc:
+            return _fail(str(exc))
         note = builder.llm_note()
     if note:
         print(note, file=sys.stderr)

@@ -86,15 +86,16 @@ def _profile(s: Any, args: argparse.Namespace, index: Any, n: int | None) -> int
     from litrag.narrative.canon import Canonicalizer
     from litrag.narrative.characters import CharacterIndex
 
+    none = f"{args.book} has no narrative assets: build them with litrag assets {args.book}"
     if not s.qdrant_url and not (s.home / "index" / assets_collection(s.collection)).exists():
-        return _fail(
-            f"{args.book} has no narrative assets: build them with litrag assets {args.book}"
-        )
+        return _fail(none)
     # The name as a reader at the limit knows it: an alias first used later resolves to
     # nobody, instead of naming the character it turns out to be.
     met = CharacterIndex(book_id=index.book_id, model=index.model, characters=index.upto(n))
     cid = Canonicalizer(met).resolve(args.profile).id
     with AssetStore.open(s.home, s.collection, url=s.qdrant_url, api_key=s.qdrant_api_key) as st:
+        if not st.has_book(args.book):  # the collection holds other books' assets only
+            return _fail(none)
         node = st.profile(args.book, cid, n)
     if node is None:
         limit = f" up to chapter {n}" if n is not None else ""

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from litrag.settings import Settings
+from litrag.settings import Settings, SettingsError
 
 BUNDLED_BOOK = Path(__file__).parent.parent / "data" / "pg215_call_of_the_wild.txt"
 
@@ -95,3 +95,77 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             given[field] = value
             names[field] = flag
     return Settings(names_=names, **given)
+
+
+def check_at_least(args: argparse.Namespace, **minimums: int) -> None:
+    """``SettingsError`` (one line, exit 2) for the first given flag below its minimum, e.g.
+    ``check_at_least(args, top_k=1, limit=1)`` for ``--top-k`` and ``--limit``: argparse's
+    ``type=int`` takes -1, and a negative count gave an empty or truncated run, not an error."""
+    for attr, minimum in minimums.items():
+        value = getattr(args, attr, None)
+        if value is not None and value < minimum:
+            flag = "--" + attr.replace("_", "-")
+            raise SettingsError(f"{flag} must be at least {minimum}, got {value}")
+
+
+def make_out_folder(path: str | Path, flag: str = "--out") -> Path:
+    """Create the output folder ``path`` (and its parents), or ``SettingsError`` naming the flag:
+    ``--out /proc/nope`` was a raw ``FileNotFoundError``. Call it after every other check, so a
+    refused run leaves no empty folder behind."""
+    folder = Path(path).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise SettingsError(f"{flag} {folder} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SettingsError(
+            f"{flag} {folder}: cannot create the folder ({exc.strerror or exc})"
+        ) from None
+    return folder
+
+
+def probe_llm_server(url: str, flag: str, what: str = "LLM server") -> None:
+    """``ServerUnreachableError`` (one line naming ``flag`` and the URL, exit 2) when nothing
+    answers at ``url``: connection refused, no such host, or silent for
+    ``LLM_LISTING_TIMEOUT`` seconds. Why before the run: a dead teacher came out of the first
+    call as a raw ``LLMUnavailableError`` after its reply cache had been created. Any HTTP
+    answer counts as alive (not every server lists ``/models``)."""
+    import urllib.error
+
+    from litrag.models.checks import LLM_LISTING_TIMEOUT, _get
+    from litrag.settings import ServerUnreachableError, unreachable_reason
+
+    if not url.startswith(("http://", "https://")):
+        raise SettingsError(f"{flag} must be a URL starting with http:// or https://, got {url!r}")
+    try:
+        _get(url.rstrip("/") + "/models", timeout=LLM_LISTING_TIMEOUT)
+    except urllib.error.HTTPError:
+        return  # it answered
+    except (OSError, ValueError) as exc:
+        reason = unreachable_reason(getattr(exc, "reason", None) or exc) or str(exc)[:120]
+        raise ServerUnreachableError(
+            flag, what, url, reason, f"start it, or check {flag}"
+        ) from None
+
+
+def chapter_indices(text: str | None, flag: str = "--chapters") -> set[int] | None:
+    """``--chapters 1,2`` as chapter indices; anything else is one line naming the flag (it was
+    ``int()``'s "invalid literal")."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isdigit() for p in parts):
+        raise SettingsError(f"{flag} wants chapter indices like 1,2, got {text!r}")
+    return {int(p) for p in parts}
+
+
+def check_out_file(path: str | Path | None, flag: str = "--out") -> None:
+    """A file ``path`` can be written: its folder exists and it is no folder itself
+    (``--out /proc/nope/x.jsonl`` was a raw ``FileNotFoundError`` after the whole run)."""
+    if path is None:
+        return
+    out = Path(path).expanduser()
+    if out.is_dir():
+        raise SettingsError(f"{flag} {out} is a folder; give a file path")
+    if not out.parent.is_dir():
+        raise SettingsError(f"{flag} {out}: its folder {out.parent} does not exist")

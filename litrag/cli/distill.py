@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from litrag import settings
-from litrag.cli.common import add_backend_flag, backend_from_args
+from litrag.cli.common import (
+    add_backend_flag,
+    backend_from_args,
+    chapter_indices,
+    check_at_least,
+    make_out_folder,
+    probe_llm_server,
+)
+from litrag.settings import SettingsError
 
 
 def _one_line(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -62,7 +70,16 @@ def _cmd_config(args: argparse.Namespace) -> int:
 def _cmd_annotate(args: argparse.Namespace) -> int:
     from litrag.distill.annotate import annotate
     from litrag.ingestion.gutenberg import BookLoadError, iter_book_files
+    from litrag.segment.llm_calls import LLMUnavailableError
 
+    check_at_least(args, workers=1, max_retries=0, max_unit_words=1)
+    if args.timeout is not None and not args.timeout > 0:
+        raise SettingsError(f"--timeout must be greater than 0, got {args.timeout}")
+    if args.validation_fraction is not None and not 0 <= args.validation_fraction < 1:
+        raise SettingsError(
+            f"--validation-fraction must be at least 0 and below 1, got {args.validation_fraction}"
+        )
+    chapters = chapter_indices(args.chapters)
     cfg = _config(args).annotate
     for flag in ("workers", "max_retries", "max_unit_words", "timeout"):
         value = getattr(args, flag)
@@ -76,7 +93,8 @@ def _cmd_annotate(args: argparse.Namespace) -> int:
             print(f"error: {given}: no such file or folder", file=sys.stderr)
             return 2
         books.extend(iter_book_files(given) if given.is_dir() else [given])
-    chapters = {int(x) for x in args.chapters.split(",")} if args.chapters else None
+    probe_llm_server(args.llm_url, "--llm-url", "teacher LLM server")
+    make_out_folder(args.out)  # last: a refused run leaves no folder
     llm = _server_llm(args, args.llm_url, args.model, cfg.timeout)
     try:
         manifest = annotate(
@@ -92,6 +110,10 @@ def _cmd_annotate(args: argparse.Namespace) -> int:
         )
     except BookLoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except LLMUnavailableError as exc:  # it went away mid-run: the reply cache keeps what came
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"error: {first} (rerun to resume from the reply cache)", file=sys.stderr)
         return 2
     _print(
         manifest,
@@ -114,6 +136,7 @@ def _cmd_annotate(args: argparse.Namespace) -> int:
 
 
 def _steps(section: Any, args: argparse.Namespace) -> None:
+    check_at_least(args, max_steps=1)
     if args.max_steps is not None:
         section.max_steps = args.max_steps
 
@@ -145,6 +168,7 @@ def _cmd_grpo(args: argparse.Namespace) -> int:
 
     config = _config(args)
     _steps(config.grpo, args)
+    probe_llm_server(args.judge_url, "--judge-url", "judge LLM server")
     judge = _server_llm(args, args.judge_url, args.judge_model, config.judge.timeout)
     report = run_grpo(
         args.model,
@@ -168,6 +192,14 @@ def _cmd_grpo(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     from litrag.distill.export import merge_adapter, to_gguf
 
+    if not args.adapter and not args.gguf:  # it exited 0 having done nothing
+        raise SettingsError(
+            "nothing to export: give --adapter (merge it into --model) and/or --gguf FILE"
+        )
+    for flag, given in (("--model", args.model), ("--adapter", args.adapter)):
+        if given is not None and not Path(given).is_dir():
+            state = "is not a folder" if Path(given).exists() else "does not exist"
+            raise SettingsError(f"{flag} {given} {state}")
     out = Path(args.out)
     if args.adapter:
         merge_adapter(args.model, args.adapter, out)

@@ -32,6 +32,27 @@ from litrag.models.checks import (
 from litrag.settings import Settings, llm_backend
 
 GENERATION_PROMPT = "Name one animal. Answer in three words."
+# Seconds a server gets for the generation, one try: sixteen tokens take a served model well
+# under a second; one that accepts the request and never answers fails the check in this time
+# (it held the doctor for the client's 120 s timeout and its retries, ~6 minutes).
+SERVER_GENERATION_TIMEOUT = 20.0
+
+
+def short_error(exc: BaseException) -> str:
+    """An HTTP client's error as one short line: an HTML error page (a proxy's or web server's
+    404, as from a URL missing its ``/v1``) becomes its status and title, not the page."""
+    import re
+
+    text = " ".join(str(exc).split())
+    name = type(exc).__name__
+    if re.search(r"<\s*(!doctype|html|head|body)\b", text, re.I):
+        status = getattr(exc, "status_code", None) or getattr(exc, "code", None)
+        title = re.search(r"<title[^>]*>(.*?)</title>", text, re.I | re.S)
+        what = re.sub(r"<[^>]+>", "", title.group(1)).strip() if title else "an HTML page"
+        http = f"HTTP {status} " if status and not what.startswith(str(status)) else ""
+        why = "an HTML page, not an OpenAI-compatible API: is the URL the server's /v1?"
+        return f"{name}: {http}{what} ({why})"
+    return f"{name}: {text[:200]}" if text else name
 
 
 def _uses_server(s: Settings, local_model: str | None) -> bool:
@@ -51,7 +72,13 @@ def check_generation(s: Settings, local_model: str | None = None, tokens: int = 
         url = s.llm_url if _uses_server(s, local_model) else None
         if url:
             llm = build_url_llm(
-                s, url, s.llm_model, timeout=120, api_key=s.llm_api_key, max_tokens=tokens
+                s,
+                url,
+                s.llm_model,
+                timeout=SERVER_GENERATION_TIMEOUT,
+                api_key=s.llm_api_key,
+                max_tokens=tokens,
+                max_retries=0,
             )
             who = describe(llm_backend(s), s.llm_model, url)
             load = 0.0
@@ -79,8 +106,12 @@ def check_generation(s: Settings, local_model: str | None = None, tokens: int = 
         return Check("generation", "fail", str(exc).splitlines()[0])
     except Exception as exc:  # the HTTP client's errors: a crash shows in the server's status
         crash = server.failure() if server is not None else None
-        line = crash or f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        return Check("generation", "fail", line)
+        if crash is None and server is None and _timed_out(exc):
+            crash = (
+                f"the LLM server at {s.llm_url} listed its models but did not answer a "
+                f"{tokens}-token generation in {SERVER_GENERATION_TIMEOUT:g} s (stalled)"
+            )
+        return Check("generation", "fail", crash or short_error(exc))
     finally:
         if server is not None:
             server.stop()
@@ -93,6 +124,12 @@ def check_generation(s: Settings, local_model: str | None = None, tokens: int = 
         f"{who}: {shown!r} in {took:.1f} s (model load {load:.1f} s)",
         {"text": text, "seconds": round(took, 2), "load_seconds": round(load, 2)},
     )
+
+
+def _timed_out(exc: BaseException) -> bool:
+    from litrag.settings import unreachable_reason
+
+    return unreachable_reason(exc) == "timed out"
 
 
 def _held_by(s: Settings) -> str | None:
@@ -135,13 +172,13 @@ def run_checks(
     if not generate:
         return checks
     if llm.status == "fail" and _uses_server(s, local_model):
-        done(
-            Check(
-                "generation",
-                "fail",
-                f"skipped: the LLM server at {s.llm_url} did not answer the models listing",
-            )
+        status = llm.data.get("http_status")
+        how = (
+            f"failed the models listing (HTTP {status})"
+            if status
+            else "did not answer the models listing"
         )
+        done(Check("generation", "fail", f"skipped: the LLM server at {s.llm_url} {how}"))
     else:
         done(check_generation(s, local_model))
     return checks

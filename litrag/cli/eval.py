@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from litrag import settings
-from litrag.cli.common import add_backend_flag, llm_from_args, local_server_llm, settings_from_args
+from litrag.cli.common import (
+    add_backend_flag,
+    check_at_least,
+    llm_from_args,
+    local_server_llm,
+    settings_from_args,
+)
 
 
 def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
@@ -23,6 +29,9 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
     from litrag.eval.retrieval import evaluate_retrieval, parse_modes
     from litrag.models.llama_server import LocalModelError
 
+    check_at_least(
+        args, top_k=1, candidates=1, max_chapters=1, workers=1, llm_threads=1, max_unit_words=1
+    )
     data = settings.data_dir()
     qfile = args.questions or data / "gutenqa" / "questions.jsonl"
     books = args.books or qfile.resolve().parent.parent
@@ -56,10 +65,12 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
         if args.only_books:
             wanted = args.only_books.split(",")
             questions = [q for q in questions if any(w in q.book_file for w in wanted)]
+            if not questions:
+                raise ValueError(f"no question of {qfile} is about --only-books {args.only_books}")
         modes = parse_modes(
             kinds,
             args.fusion.split(","),
-            [float(a) for a in args.alpha.split(",")],
+            _alphas(args.alpha),
         )
         setup = None
         if wants_llm:
@@ -144,6 +155,8 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     from litrag.query.retriever import RetrievalSettings, UnknownBookError
     from litrag.settings import focus_words, llm_backend
 
+    check_at_least(args, top_k=1, limit=1, answer_tokens=1, judge_retries=0)
+    _check_bertscore(args.bertscore, settings.bertscore_model())
     previous = None
     if threading.current_thread() is threading.main_thread():  # the LLM server must not outlive us
         previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -162,8 +175,8 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
         questions, dropped = load_answer_questions(qfile, args.dataset, books)
         wanted = args.only_books.split(",") if args.only_books else []
         questions, dropped_ids = select_questions(questions, wanted, args.limit, dropped)
-        if not questions:
-            raise ValueError(f"no questions left in {qfile} after --only-books / --limit")
+        if not questions:  # the file has questions (the loader says so otherwise): the filter
+            raise ValueError(f"no question of {qfile} is about --only-books {args.only_books}")
         retrieval = RetrievalSettings.from_settings(s, args.retrieval)
         if args.top_k:
             retrieval.top_k = args.top_k
@@ -218,6 +231,34 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _alphas(text: str) -> list[float]:
+    """``--alpha 0.3,0.5``: dense weights, each 0 to 1; anything else names the flag (it was
+    float()'s "could not convert string to float")."""
+    out: list[float] = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            value = float("nan")
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"--alpha wants weights from 0 to 1 like 0.3,0.5, got {text!r}")
+        out.append(value)
+    return out
+
+
+def _check_bertscore(flag: str | None, env: str | None) -> None:
+    """A BERTScore model asked for that is not there is an error naming the flag or variable;
+    it was a silent "skipped" in the report, found after the whole run."""
+    for name, given in (("--bertscore", flag), ("LITRAG_BERTSCORE_MODEL", env)):
+        if not given:
+            continue
+        if given != "minilm" and not (Path(given).expanduser() / "config.json").is_file():
+            raise settings.SettingsError(
+                f"{name} must be 'minilm' or a local model folder with config.json, got {given!r}"
+            )
+        return  # the flag wins over the variable
+
+
 def _cmd_eval_heldout(args: argparse.Namespace) -> int:
     """`litrag eval heldout`: the public set and held-out sets, same chunkers, one report."""
     import shlex
@@ -227,6 +268,7 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
     from litrag.eval.report import check_section, replace_section
     from litrag.eval.retrieval import evaluate_retrieval, parse_modes
 
+    check_at_least(args, top_k=1)
     data = settings.data_dir()
     public_file = args.public or data / "gutenqa" / "questions.jsonl"
     books = args.books or public_file.resolve().parent.parent
@@ -241,14 +283,14 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
             check_section(args.section)
         if not split:
             raise ValueError("--split names the books of half A, e.g. pg11,pg84,pg215")
-        modes = parse_modes(
-            args.modes.split(","), args.fusion.split(","), [float(a) for a in args.alpha.split(",")]
-        )
-        for path in [public_file, *args.heldout]:
+        modes = parse_modes(args.modes.split(","), args.fusion.split(","), _alphas(args.alpha))
+        paths = [public_file, *args.heldout]
+        loaded = [load_questions(path) for path in paths]  # a bad file stops before any run
+        for path, questions in zip(paths, loaded, strict=True):
             name = "public" if path == public_file else Path(path).stem
             say(f"== {name}: {path}")
             run = evaluate_retrieval(
-                load_questions(path),
+                questions,
                 books,
                 args.chunkers.split(","),
                 modes,

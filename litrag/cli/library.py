@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from litrag.cli.common import add_backend_flag, settings_from_args
+from litrag.cli.common import add_backend_flag, check_at_least, settings_from_args
+from litrag.settings import SettingsError
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
@@ -16,6 +17,11 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     from litrag.ingestion.library import Library
 
     s = settings_from_args(args)
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:  # before any store is made: it was created empty, and then looked damaged
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise SettingsError(f"{missing[0]}: no such file or folder{more}")
+    _check_segmenter_llm(s)
     records = Library.read_registry(s.home)  # a damaged registry stops here, in one line
     try:
         chosen = _choose_books(args, int(s.max_mb * 1024 * 1024))
@@ -36,6 +42,23 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         return 1
     rows = {str(b.path): e.as_record() for b, e in selection.books if e is not None}
     return _run_ingest(args, s, [b.path for b, _ in selection.books], rows, scan.failed)
+
+
+def _check_segmenter_llm(s: Any) -> None:
+    """An LLM segmenter with no LLM to call is one line naming the flag and what to set, before
+    the library is opened (it was the parser's ``segmenter='litseg-lite' needs an llm``)."""
+    from litrag.settings import llm_backend
+
+    if s.segmenter not in ("litseg-lite", "litseg"):
+        return
+    url = s.segment_url or s.llm_url
+    backend = llm_backend(s)
+    if (backend == "vllm" and not url) or (url and backend != "local"):
+        return
+    raise SettingsError(
+        f"--segmenter {s.segmenter} needs an LLM server: set LITRAG_SEGMENT_URL or "
+        "LITRAG_LLM_URL (or LITRAG_LLM_BACKEND=vllm for in-process vLLM)"
+    )
 
 
 def _err(message: str) -> None:
@@ -66,6 +89,9 @@ def _choose_books(args: argparse.Namespace, max_bytes: int) -> tuple[Any, Any] |
     )
     wanted = args.catalog or args.dry_run or ids or args.limit or flt.needs_catalog
     catalog = Catalog.from_csv(args.catalog) if args.catalog else Catalog.find(args.paths)
+    note = catalog.duplicates_note() if catalog is not None else None
+    if note:
+        print(f"warning: {note}", file=sys.stderr)
     if not wanted and catalog is None:
         return None
     scan = discover(args.paths, max_bytes=max_bytes, follow_links=args.follow_links)
@@ -129,6 +155,9 @@ def _run_ingest(
         library = build_library(s)
     except StoreLockedError as exc:
         print(f"error: {_locked_message(s.home, exc)}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # a segmenter that needs an LLM none is set for, and the like
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     no_assets: list[str] = []
     try:
@@ -295,13 +324,15 @@ def _cmd_remove(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     import warnings
 
-    from qdrant_client import QdrantClient
-
     from litrag.query.edge_store import QdrantEdgeVectorStore, StoreLockedError
-    from litrag.query.export import export_library
-    from litrag.query.stores import qdrant_client_settings
+    from litrag.query.export import export_library, open_target
 
     s = settings_from_args(args)
+    check_at_least(args, shards=1, replication_factor=1)
+    if args.collection is not None and not args.collection.strip():
+        print("error: --collection must name a collection, got ''", file=sys.stderr)
+        return 2
+    client = open_target(args.to, s.qdrant_api_key)  # a bad or dead --to: one line, exit 2
     folder = s.home / "index" / s.collection
     if not folder.exists():
         print(f"error: no embedded library at {folder}", file=sys.stderr)
@@ -311,19 +342,28 @@ def _cmd_export(args: argparse.Namespace) -> int:
     except StoreLockedError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    client = QdrantClient(**qdrant_client_settings(args.to, s.qdrant_api_key))
     target = args.collection or s.collection
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Payload indexes have no effect")
-        report = export_library(
-            source,
-            client,
-            target,
-            progress_file=s.home / "export-progress.json",
-            shards=args.shards,
-            replication_factor=args.replication_factor,
-        )
-    source.close()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Payload indexes have no effect")
+            report = export_library(
+                source,
+                client,
+                target,
+                progress_file=s.home / "export-progress.json",
+                shards=args.shards,
+                replication_factor=args.replication_factor,
+            )
+    except Exception as exc:  # the server went away mid-copy: say so; the progress is kept
+        from litrag.settings import ServerUnreachableError, unreachable_reason
+
+        reason = unreachable_reason(exc)
+        if reason is None:
+            raise
+        fix = "rerun the command when it is back: the export resumes where it stopped"
+        raise ServerUnreachableError("--to", "Qdrant server", args.to, reason, fix) from None
+    finally:
+        source.close()
     print(
         f"exported {report.exported} points to {args.to} collection {target!r}"
         f" (skipped {report.skipped} already there); source {report.source_count}, "

@@ -10,7 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from litrag import settings
-from litrag.cli.common import BUNDLED_BOOK, add_backend_flag, llm_from_args, local_server_llm
+from litrag.cli.common import (
+    BUNDLED_BOOK,
+    add_backend_flag,
+    chapter_indices,
+    check_at_least,
+    check_out_file,
+    llm_from_args,
+    local_server_llm,
+    probe_llm_server,
+)
+from litrag.settings import SettingsError
 
 
 def _row(node: Any) -> dict[str, Any]:
@@ -33,11 +43,27 @@ def _row(node: Any) -> dict[str, Any]:
     }
 
 
+def _span(indices: list[Any]) -> str:
+    """Chapter indices as ``0-12`` when they run without a gap, else listed."""
+    nums = sorted(i for i in indices if isinstance(i, int))
+    if not nums:
+        return "none"
+    if nums == list(range(nums[0], nums[-1] + 1)):
+        return f"{nums[0]}-{nums[-1]}" if len(nums) > 1 else str(nums[0])
+    return ", ".join(map(str, nums))
+
+
 def _cmd_segment(args: argparse.Namespace) -> int:
     from litrag.ingestion.chapters import split_chapters
     from litrag.ingestion.gutenberg import BookLoadError, load_book
     from litrag.segment import LitSegNodeParser
+    from litrag.segment.llm_calls import LLMUnavailableError
 
+    check_at_least(args, max_unit_words=1, max_retries=0, workers=1, n_ctx=256)
+    if not args.timeout > 0:
+        raise SettingsError(f"--timeout must be greater than 0, got {args.timeout}")
+    wanted = chapter_indices(args.chapters)
+    check_out_file(args.out)
     if args.book is None:
         args.book = BUNDLED_BOOK
         print(f"no BOOK given: segmenting the bundled {BUNDLED_BOOK.name}", file=sys.stderr)
@@ -47,9 +73,17 @@ def _cmd_segment(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     docs = split_chapters(book)
-    if args.chapters:
-        wanted = {int(x) for x in args.chapters.split(",")}
+    if wanted is not None:
+        have = [d.metadata.get("chapter_index") for d in docs]
+        missing = sorted(wanted - set(have))
+        if missing:  # an empty run exited 0 with zero blocks
+            raise SettingsError(
+                f"--chapters {args.chapters}: {args.book} has no chapter "
+                f"{', '.join(map(str, missing))} (its chapters: {_span(have)})"
+            )
         docs = [d for d in docs if d.metadata.get("chapter_index") in wanted]
+    if args.llm_url:
+        probe_llm_server(args.llm_url, "--llm-url")
     server = None
     llm = llm_from_args(args)
     if llm is None and args.local_llm:
@@ -73,6 +107,10 @@ def _cmd_segment(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         nodes = parser.get_nodes_from_documents(docs, show_progress=not args.quiet)
         elapsed = time.perf_counter() - t0
+    except LLMUnavailableError as exc:  # it went away mid-run: the reply cache keeps what came
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"error: {first} (rerun to resume from the reply cache)", file=sys.stderr)
+        return 2
     finally:
         if server is not None:
             server.__exit__(None, None, None)

@@ -166,5 +166,7 @@ def _read(path: Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except FileNotFoundError as exc:
         raise ValueError(f"config file not found: {path}") from exc
+    except OSError as exc:  # a folder, an unreadable file: one line, not IsADirectoryError
+        raise ValueError(f"config file {path} cannot be read: {exc.strerror or exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML: {exc}") from exc

@@ -9,7 +9,7 @@ answer(s), with GutenQA's gold evidence span when there is one.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -30,22 +30,70 @@ class Question:
     spans: tuple[str, ...]
 
 
+class QuestionFileError(ValueError):
+    """A question file that cannot be read as a question set; the message is one line naming
+    the file (and the line, where one line is at fault)."""
+
+
+def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a JSONL file with their line numbers (blank lines skipped).
+
+    Why here: a bad line must say which file and which line (``json`` counts lines within the
+    one line it was given), and a list or a number on a line is an error, not an
+    ``AttributeError`` further on."""
+    path = Path(path)
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for n, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise QuestionFileError(
+                        f"{path} line {n}: not JSON ({exc.msg}, column {exc.colno})"
+                    ) from None
+                if not isinstance(row, dict):
+                    raise QuestionFileError(
+                        f"{path} line {n}: a JSON object is wanted, got {type(row).__name__}"
+                    )
+                yield n, row
+    except UnicodeDecodeError as exc:
+        raise QuestionFileError(f"{path}: not UTF-8 text ({exc.reason})") from None
+
+
+def _text(row: dict[str, Any], key: str, path: Path, n: int) -> str:
+    """The row's required text field ``key``, or ``QuestionFileError`` naming file and line."""
+    value = row.get(key)
+    if not isinstance(value, str) or not value.strip():
+        got = "missing" if key not in row else f"{type(value).__name__} {value!r}"[:60]
+        raise QuestionFileError(f"{path} line {n}: {key!r} must be non-empty text ({got})")
+    return value
+
+
 def load_questions(path: Path) -> list[Question]:
     """Questions from JSONL (``question``, ``book_file``, ``chunk_must_contain``: str or list).
 
-    Rows without a span (GutenQA marks a few ``null``) cannot be scored and are skipped.
+    Rows without a span (GutenQA marks a few ``null``) cannot be scored and are skipped; a file
+    with no scorable row is a ``QuestionFileError`` (an empty evaluation has no result).
     """
     out: list[Question] = []
-    with Path(path).open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            gold = row.get("chunk_must_contain")
-            spans = tuple(s for s in ([gold] if isinstance(gold, str) else gold or []) if s)
-            if spans:
-                qid = str(row.get("id", f"line{n}"))
-                out.append(Question(qid, row["book_file"], row["question"], spans))
+    rows = 0
+    for n, row in read_rows(path):
+        rows += 1
+        gold = row.get("chunk_must_contain")
+        spans = tuple(s for s in ([gold] if isinstance(gold, str) else gold or []) if s)
+        if not all(isinstance(s, str) for s in spans):
+            raise QuestionFileError(f"{path} line {n}: 'chunk_must_contain' must be text or a list")
+        book, question = _text(row, "book_file", path, n), _text(row, "question", path, n)
+        if spans:
+            out.append(Question(str(row.get("id", f"line{n}")), book, question, spans))
+    if not rows:
+        raise QuestionFileError(f"{path} has no questions (no JSON line)")
+    if not out:
+        raise QuestionFileError(
+            f"{path}: none of its {rows} questions has a gold span (chunk_must_contain)"
+        )
     return out
 
 
@@ -53,12 +101,9 @@ def question_styles(path: Path) -> dict[str, str]:
     """Question id -> ``style`` for the rows of a JSONL set that name one (the frozen
     development set does: paraphrase, why, who-what, two-passage); empty for sets without."""
     out: dict[str, str] = {}
-    with Path(path).open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if line.strip():
-                row = json.loads(line)
-                if row.get("style"):
-                    out[str(row.get("id", f"line{n}"))] = str(row["style"])
+    for n, row in read_rows(path):
+        if row.get("style"):
+            out[str(row.get("id", f"line{n}"))] = str(row["style"])
     return out
 
 
@@ -145,25 +190,22 @@ def load_gutenqa(path: Path) -> tuple[list[AnswerQuestion], Dropped]:
     answer is wrong about the text, are dropped (returned with their books)."""
     out: list[AnswerQuestion] = []
     dropped: Dropped = []
-    with Path(path).open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            qid = str(row.get("id", f"line{n}"))
-            refs = _strings(row.get("answer") or row.get("answers"))
-            if not refs or "answer is wrong" in str(row.get("note") or "").lower():
-                dropped.append((qid, row.get("book_file", "")))
-                continue
-            out.append(
-                AnswerQuestion(
-                    qid,
-                    row["book_file"],
-                    row["question"],
-                    refs,
-                    _strings(row.get("chunk_must_contain")),
-                )
-            )
+    for n, row in read_rows(path):
+        qid = str(row.get("id", f"line{n}"))
+        book, question = _text(row, "book_file", path, n), _text(row, "question", path, n)
+        refs = _strings(row.get("answer") or row.get("answers"))
+        if not refs or "answer is wrong" in str(row.get("note") or "").lower():
+            dropped.append((qid, book))
+            continue
+        out.append(
+            AnswerQuestion(qid, book, question, refs, _strings(row.get("chunk_must_contain")))
+        )
+    if not out and not dropped:
+        raise QuestionFileError(f"{path} has no questions (no JSON line)")
+    if not out:
+        raise QuestionFileError(
+            f"{path}: none of its {len(dropped)} questions has a usable answer (answer or answers)"
+        )
     return out, dropped
 
 
@@ -181,20 +223,30 @@ def load_literaryqa(path: Path, books_dir: Path) -> tuple[list[AnswerQuestion], 
     ``answers``); a book not under ``books_dir`` drops its questions."""
     out: list[AnswerQuestion] = []
     dropped: Dropped = []
-    with Path(path).open(encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
+    for n, doc in read_rows(path):
+        gid = doc.get("gutenberg_id")
+        if isinstance(gid, bool) or not isinstance(gid, int | str) or not str(gid).strip():
+            raise QuestionFileError(f"{path} line {n}: 'gutenberg_id' is missing or not an id")
+        gid = str(gid).strip()
+        qas = doc.get("qas", [])
+        if not isinstance(qas, list) or not all(isinstance(qa, dict) for qa in qas):
+            raise QuestionFileError(f"{path} line {n}: 'qas' must be a list of objects")
+        book = find_gutenberg_book(books_dir, gid)
+        for i, qa in enumerate(qas):
+            qid = f"lqa.{gid}.{i}"
+            question = _text(qa, "question", path, n)
+            refs = _strings(qa.get("answers"))
+            if book is None or not refs:
+                dropped.append((qid, book or f"pg{gid} (not found)"))
                 continue
-            doc = json.loads(line)
-            gid = str(doc["gutenberg_id"])
-            book = find_gutenberg_book(books_dir, gid)
-            for i, qa in enumerate(doc.get("qas", [])):
-                qid = f"lqa.{gid}.{i}"
-                refs = _strings(qa.get("answers"))
-                if book is None or not refs:
-                    dropped.append((qid, book or f"pg{gid} (not found)"))
-                    continue
-                out.append(AnswerQuestion(qid, book, " ".join(qa["question"].split()), refs))
+            out.append(AnswerQuestion(qid, book, " ".join(question.split()), refs))
+    if not out and not dropped:
+        raise QuestionFileError(f"{path} has no questions (no JSON line with qas)")
+    if not out:
+        raise QuestionFileError(
+            f"{path}: none of its {len(dropped)} questions has both an answer and its book "
+            f"under {books_dir}"
+        )
     return out, dropped
 
 

@@ -85,6 +85,25 @@ class Catalog:
 
     path: Path
     entries: dict[int, CatalogEntry] = field(default_factory=dict)
+    # ebook number -> the lines of its rows, for the numbers with more than one (the last used)
+    duplicates: dict[int, list[int]] = field(default_factory=dict)
+
+    def duplicates_note(self) -> str | None:
+        """One line naming the repeated ebook numbers and their rows, or None. Why: a repeated
+        number's last row silently replaced the first, title and bookshelves included."""
+        if not self.duplicates:
+            return None
+        shown = [
+            f"{n} (lines {', '.join(map(str, lines))})"
+            for n, lines in list(self.duplicates.items())[:5]
+        ]
+        more = len(self.duplicates) - len(shown)
+        rest = f" and {more} more" if more > 0 else ""
+        count = len(self.duplicates)
+        return (
+            f"{self.path}: {count} ebook number{'s' if count != 1 else ''} on more than one row, "
+            f"the last row used: {', '.join(shown)}{rest}"
+        )
 
     @classmethod
     def from_csv(cls, path: str | Path) -> Catalog:
@@ -99,10 +118,14 @@ class Catalog:
                         f"(expected {', '.join(COLUMNS)})"
                     )
                 entries: dict[int, CatalogEntry] = {}
+                lines: dict[int, list[int]] = {}  # a title may span lines: the row's first
+                end = reader.line_num
                 for line, row in enumerate(reader, start=2):
+                    start, end = end + 1, reader.line_num
                     number = (row.get("Text#") or "").strip()
                     if not number.isdigit():
                         raise CatalogError(f"{p}, line {line}: Text# {number!r} is not a number")
+                    lines.setdefault(int(number), []).append(start)
                     title = (row.get("Title") or "").strip()
                     entries[int(number)] = CatalogEntry(
                         ebook_id=int(number),
@@ -121,7 +144,8 @@ class Catalog:
             raise CatalogError(f"{p}: not UTF-8 text (byte {exc.start})") from None
         except csv.Error as exc:
             raise CatalogError(f"{p}: not a CSV file ({exc})") from None
-        return cls(path=p, entries=entries)
+        repeated = {n: at for n, at in lines.items() if len(at) > 1}
+        return cls(path=p, entries=entries, duplicates=repeated)
 
     @classmethod
     def find(cls, roots: Iterable[str | Path]) -> Catalog | None:

@@ -274,6 +274,14 @@ def check_llm(s: Settings) -> Check:
     url = s.llm_url.rstrip("/") + "/models"
     try:
         models = json.loads(_get(url, timeout=LLM_LISTING_TIMEOUT)).get("data", [])
+    except urllib.error.HTTPError as exc:  # it answered, not as an OpenAI-compatible API does
+        return Check(
+            "llm",
+            "fail",
+            f"the LLM server at {s.llm_url} answered its models listing with HTTP {exc.code} "
+            f"{exc.reason} (is the URL the server's /v1?)",
+            {"http_status": exc.code},
+        )
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return Check("llm", "fail", f"cannot reach the LLM server at {s.llm_url}: {reason}")

@@ -99,6 +99,10 @@ def _take(seen: dict[int, int], block: AssetBlock) -> bool:
     return True
 
 
+class NoBlocksError(ValueError):
+    """The chosen chapters hold none of the book's stored blocks: nothing to build."""
+
+
 def build_assets(
     home: Path,
     book_id: str,
@@ -124,6 +128,8 @@ def build_assets(
         max_blocks=max_blocks,
         index=index,
     )
+    if not blocks:  # an empty run would still write an extractions file and replace the assets
+        raise NoBlocksError(f"{book_id} has no stored block in the chapters asked for")
     book = load_extractions(home, book_id) or BookExtractions(book_id=book_id, title=title)
     known = {n.node_id for n in block_store.get_nodes(filters=_book(book_id))}
     book.blocks = {k: v for k, v in book.blocks.items() if k in known}  # of a replaced text

@@ -268,7 +268,7 @@ def route(
         if _about_self(q, who):
             timeline = Route(
                 "character_timeline",
-                {"name": who.character.name, "upto_chapter": None},
+                {"name": who.character.name, "upto_chapter": upto_chapter},
                 "a character's story or first appearance",
             )
             if _TIMELINE.search(q):
@@ -286,7 +286,7 @@ def route(
             ):
                 return Route(
                     "character_profile",
-                    {"name": who.character.name, "upto_chapter": None},
+                    {"name": who.character.name, "upto_chapter": upto_chapter},
                     "who a character is",
                 )
             if _TIMELINE_WEAK.search(q):

@@ -29,6 +29,50 @@ class ExportReport:
         return self.source_count == self.target_count
 
 
+def open_target(url: str, api_key: str | None, flag: str = "--to") -> Any:
+    """A client of the Qdrant server at ``url`` (``path:DIR``: local mode) that has answered
+    one call. Why: a mistyped or dead URL came out of the first upsert as qdrant-client's
+    ``ResponseHandlingException``, an "unexpected failure" without the URL; now it is one line
+    naming the flag and the URL (``SettingsError``), before anything is read or written."""
+    import warnings
+    from urllib.parse import urlsplit
+
+    from qdrant_client import QdrantClient
+
+    from litrag.query.stores import qdrant_client_settings
+    from litrag.settings import ServerUnreachableError, SettingsError, unreachable_reason
+
+    url = url.strip()
+    if url.startswith("path:"):
+        if not url.removeprefix("path:"):
+            raise SettingsError(f"{flag} path: needs a folder after it, got {url!r}")
+    else:
+        try:
+            parts = urlsplit(url)
+            host = parts.hostname
+            parts.port  # noqa: B018  (a port that is not a number raises here)
+        except ValueError:
+            host = None
+        if parts.scheme not in ("http", "https") or not host:
+            raise SettingsError(
+                f"{flag} must be a Qdrant URL like http://host:6333 (or path:DIR), got {url!r}"
+            )
+    try:
+        with warnings.catch_warnings():  # its version-check warning says the same, worse
+            warnings.simplefilter("ignore")
+            client = QdrantClient(**qdrant_client_settings(url, api_key))
+            client.get_collections()
+    except Exception as exc:
+        reason = unreachable_reason(exc)
+        if reason is None:
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            reason = f"{type(exc).__name__}: {first}"[:160]
+        raise ServerUnreachableError(
+            flag, "Qdrant server", url, reason, "start it, or check the URL"
+        ) from None
+    return client
+
+
 def ensure_collection(client: Any, name: str, source: QdrantEdgeVectorStore, **kw: Any) -> None:
     """Create the target collection to match the source's vectors, unless it exists."""
     from qdrant_client import models
