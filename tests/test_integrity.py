@@ -487,3 +487,51 @@ def test_a_character_index_cut_short_is_named_and_rebuilt(damaged, clean_citatio
     assert "set the damaged character index aside" in out and "pg215: ingested again" in out
     assert json.loads(path.read_text()) == before
     assert citations(damaged, capsys) == clean_citations
+
+
+def stored(home: Path, collection: str, book_id: str) -> int:
+    """The points of ``book_id`` in one embedded collection of the library at ``home``."""
+    from litrag.ingestion.book_points import count_points
+    from litrag.query.edge_store import QdrantEdgeVectorStore
+
+    store = QdrantEdgeVectorStore(path=home / "index", collection_name=collection)
+    try:
+        return count_points(store, book_id)
+    finally:
+        store.close()
+
+
+def test_a_removal_killed_midway_is_finished_by_the_repair_not_undone(damaged, capsys, monkeypatch):
+    """``litrag remove`` killed after the blocks went and before the children did (issue 33):
+    the repair used to take the half-removed book for damage and ingest it again. The journal
+    names the unfinished removal, and ``verify --repair`` finishes it."""
+    from litrag.query.edge_store import QdrantEdgeVectorStore
+
+    assert stored(damaged, "litrag-children", "pg215") > 0  # the library ranks by children
+    real = QdrantEdgeVectorStore.delete_nodes
+
+    def delete_nodes(self: QdrantEdgeVectorStore, *args, **kwargs) -> None:
+        if self.collection_name.endswith("-children"):
+            raise KeyboardInterrupt  # like a kill: the blocks are gone, the children not yet
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(QdrantEdgeVectorStore, "delete_nodes", delete_nodes)
+    code, _, _ = run(damaged, "remove", "pg215", capsys=capsys)
+    monkeypatch.setattr(QdrantEdgeVectorStore, "delete_nodes", real)
+    assert code == 130
+    assert (damaged / "removing.json").is_file()
+    assert stored(damaged, "litrag", "pg215") == 0 < stored(damaged, "litrag-children", "pg215")
+    assert '"pg215"' in (damaged / "books.json").read_text(encoding="utf-8")
+
+    code, _, err = run(damaged, "ask", QUESTION, "--no-llm", capsys=capsys)
+    assert code == 2 and "the removal of pg215 was interrupted" in error_line(err)
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1 and "problem: the removal of pg215 was interrupted" in out, out
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert "repaired: pg215: finished its interrupted removal" in out
+    assert "ingested again" not in out
+    assert json.loads((damaged / "books.json").read_text(encoding="utf-8")) == {}
+    assert stored(damaged, "litrag", "pg215") == 0
+    assert stored(damaged, "litrag-children", "pg215") == 0
+    assert not (damaged / "removing.json").exists()

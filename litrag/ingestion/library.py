@@ -46,6 +46,7 @@ from litrag.ingestion.registry import (
     source_path,
     write_rows,
 )
+from litrag.ingestion.removal import finish_removal, pending_removal, start_removal
 from litrag.narrative.index import index_path, remove_index
 from litrag.segment import LitSegNodeParser
 
@@ -541,14 +542,25 @@ class Library:
         return {d for d in self.docstore.get_all_document_hashes().values() if d.startswith(prefix)}
 
     def remove(self, book_id: str) -> bool:
-        """Remove a book's nodes and registry entry; False when no such book."""
-        rows = self._read_registry()
-        if book_id not in rows:
+        """Remove a book's nodes and registry entry; False when no such book. Journaled
+        (``removing.json``): a removal killed midway is finished by the next removal or by
+        ``litrag verify --repair``, not taken for damage and undone. An unfinished removal of
+        another book is finished first."""
+        pending = pending_removal(self.home)
+        if pending is not None and pending != book_id:
+            self._remove_now(pending)
+        if book_id not in self._read_registry() and pending != book_id:
             return False
-        self._drop_nodes(book_id)
-        del rows[book_id]
-        self._write_registry(rows)
+        self._remove_now(book_id)
         return True
+
+    def _remove_now(self, book_id: str) -> None:
+        start_removal(self.home, book_id)  # before the first delete
+        self._drop_nodes(book_id)
+        rows = self._read_registry()
+        rows.pop(book_id, None)
+        self._write_registry(rows)
+        finish_removal(self.home)  # after the registry row is gone
 
 
 def _catalog_author(row: dict[str, Any] | None) -> str | None:
