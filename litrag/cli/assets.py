@@ -18,6 +18,7 @@ from litrag.cli.common import (
     add_backend_flag,
     backend_from_args,
     llm_from_args,
+    seconds,
     settings_from_args,
 )
 
@@ -306,7 +307,7 @@ def add_llm_flags(p: Any, *, workers: bool = True, timeout: float | None = 600.0
     p.add_argument("--max-tokens", type=int, default=700)
     p.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=timeout,
         help=f"seconds per LLM call (default {timeout:g})"
         if timeout

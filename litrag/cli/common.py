@@ -94,3 +94,28 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             given[field] = value
             names[field] = flag
     return Settings(names_=names, **given)
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters escaped as Python writes them (a newline in a
+    file name as ``\\n``): a name holding one would otherwise print as two lines, the second
+    looking like output of its own. Undecodable bytes of a name (surrogates) are escaped too."""
+    return "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape", "backslashreplace").decode("ascii")
+        for ch in text
+    )
+
+
+def seconds(raw: str) -> float:
+    """An argparse type for a ``--timeout`` the settings model does not read (``assets``,
+    ``segment``, ``eval``, ``distill``): a finite number of seconds above 0. ``inf`` or ``nan``
+    would wait forever or make every comparison false."""
+    import math
+
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {raw!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {raw!r}")
+    return value

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from litrag import settings
-from litrag.cli.common import add_backend_flag, backend_from_args
+from litrag.cli.common import add_backend_flag, backend_from_args, seconds
 
 
 def _one_line(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -207,7 +207,7 @@ def add_parsers(sub: Any) -> None:
     q.add_argument("--workers", type=int, help="teacher calls in flight")
     q.add_argument("--max-retries", type=int)
     q.add_argument("--max-unit-words", type=int)
-    q.add_argument("--timeout", type=float, help="seconds per call")
+    q.add_argument("--timeout", type=seconds, help="seconds per call")
     q.add_argument("--cache-dir", help="teacher reply cache (default OUT/cache): resumable")
     q.add_argument("-q", "--quiet", action="store_true")
     add_backend_flag(q)

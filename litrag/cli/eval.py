@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from litrag import settings
-from litrag.cli.common import add_backend_flag, llm_from_args, local_server_llm, settings_from_args
+from litrag.cli.common import (
+    add_backend_flag,
+    llm_from_args,
+    local_server_llm,
+    seconds,
+    settings_from_args,
+)
 
 
 def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
@@ -394,7 +400,7 @@ def add_parsers(sub: Any) -> None:
         help="LitSeg: split longer chapters first (lower it for small-context LLMs)",
     )
     er.add_argument("--max-retries", type=int, default=20, help="LLM chunkers: retries (paper)")
-    er.add_argument("--timeout", type=float, default=600.0, help="seconds per LLM call")
+    er.add_argument("--timeout", type=seconds, default=600.0, help="seconds per LLM call")
     er.add_argument(
         "--reranker", type=Path, help="local Qwen3-Reranker checkpoint: adds hybrid+rerank modes"
     )

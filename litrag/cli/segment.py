@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from litrag import settings
-from litrag.cli.common import BUNDLED_BOOK, add_backend_flag, llm_from_args, local_server_llm
+from litrag.cli.common import (
+    BUNDLED_BOOK,
+    add_backend_flag,
+    llm_from_args,
+    local_server_llm,
+    seconds,
+)
 
 
 def _row(node: Any) -> dict[str, Any]:
@@ -120,7 +126,7 @@ def add_parsers(sub: Any) -> None:
     seg.add_argument("--max-unit-words", type=int, default=25_000)
     seg.add_argument("--max-retries", type=int, default=20)
     seg.add_argument("--workers", type=int, default=4, help="LLM calls in flight")
-    seg.add_argument("--timeout", type=float, default=600.0, help="seconds per LLM call")
+    seg.add_argument("--timeout", type=seconds, default=600.0, help="seconds per LLM call")
     seg.add_argument("--cache-dir", help="LLM reply cache (default: $LITRAG_HOME/cache)")
     seg.add_argument("--out", help="write blocks as JSONL here instead of printing them")
     seg.add_argument("-q", "--quiet", action="store_true")

@@ -310,6 +310,8 @@ class Library:
             book = load_book(file, max_bytes=self.max_bytes)
             t_split = time.perf_counter()
             docs = split_chapters(book)
+        for warning in book.warnings:  # what loading noticed (a second book, a guessed codec)
+            say(f"  warning: {book.book_id}: {warning}")
         self.in_progress = (book.book_id, 0, len(docs))
         if ready is not None:
             early = {k: v for k, v in ready.seconds.items()}
