@@ -535,3 +535,27 @@ def test_a_removal_killed_midway_is_finished_by_the_repair_not_undone(damaged, c
     assert stored(damaged, "litrag", "pg215") == 0
     assert stored(damaged, "litrag-children", "pg215") == 0
     assert not (damaged / "removing.json").exists()
+
+
+def test_an_ingest_after_a_killed_removal_finishes_it_first(damaged, book, capsys, monkeypatch):
+    """Ingesting the book again after its removal was killed: the removal is finished first,
+    so a later repair does not remove the book just ingested (its journal would still say so)."""
+    from litrag.query.edge_store import QdrantEdgeVectorStore
+
+    real = QdrantEdgeVectorStore.delete_nodes
+
+    def delete_nodes(self: QdrantEdgeVectorStore, *args, **kwargs) -> None:
+        if self.collection_name.endswith("-children"):
+            raise KeyboardInterrupt
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(QdrantEdgeVectorStore, "delete_nodes", delete_nodes)
+    assert run(damaged, "remove", "pg215", capsys=capsys)[0] == 130
+    monkeypatch.setattr(QdrantEdgeVectorStore, "delete_nodes", real)
+    code, out, err = run(damaged, "ingest", "-q", str(book), capsys=capsys)
+    assert code == 0 and "ingested 1" in out, out + err
+    assert "finishing the interrupted removal of pg215" in err
+    assert not (damaged / "removing.json").exists()
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0 and "repaired" not in out, out + err
+    assert '"pg215"' in (damaged / "books.json").read_text(encoding="utf-8")

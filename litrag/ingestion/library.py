@@ -220,6 +220,10 @@ class Library:
             raise ValueError("this Library was opened without a parser and embedder: read-only")
         report = IngestReport()
         say = on_event or (lambda _msg: None)
+        pending = pending_removal(self.home)
+        if pending is not None:  # else a later repair would remove the book ingested now
+            say(f"finishing the interrupted removal of {pending}")
+            self._remove_now(pending)
         scan = discover(paths, max_bytes=self.max_bytes, follow_links=follow_links)
         report.failed.extend(scan.failed)
         report.skipped, report.duplicates = dict(scan.skipped), scan.duplicates
