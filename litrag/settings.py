@@ -196,7 +196,29 @@ def _check_folder(path: Path, must_exist: bool) -> Path:
     if not probe.is_dir():
         what = "it" if probe == path else f"{probe}"
         raise ValueError(f"must be a folder, but {what} is a file")
+    kernel = _kernel_filesystem(probe)
+    if kernel is not None:  # root may "write" /proc, but no folder can be made there
+        raise ValueError(
+            f"must be a folder litrag can write, but {path} lies in {kernel} (a kernel filesystem)"
+        )
+    if probe != path and not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot be created: {probe} is not writable")
     return path
+
+
+_KERNEL_FILESYSTEMS = (Path("/proc"), Path("/sys"))
+
+
+def _kernel_filesystem(path: Path) -> Path | None:
+    """The kernel filesystem (``/proc``, ``/sys``) ``path`` lies in, or None."""
+    try:
+        real = path.resolve()
+    except OSError:
+        return None
+    for root in _KERNEL_FILESYSTEMS:
+        if real == root or root in real.parents:
+            return root
+    return None
 
 
 def _check_url(url: str | None, schemes: tuple[str, ...]) -> str | None:
@@ -436,6 +458,10 @@ _TYPE_WORDS = {
     "finite_number": "must be a finite number",
     "path_type": "must be a path",
     "string_type": "must be text",
+    # pydantic's words ("Input should be a valid boolean, unable to interpret input") name
+    # neither the values it takes nor the setting's kind
+    "bool_parsing": "must be true or false (also 1/0, yes/no, on/off)",
+    "bool_type": "must be true or false (also 1/0, yes/no, on/off)",
 }
 
 

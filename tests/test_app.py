@@ -310,6 +310,22 @@ def test_upload_a_book_then_ask_it(app, books_dir, tmp_path):
     assert "already in the library" in log
 
 
+def test_an_upload_leaves_no_copy_in_the_temp_folder(app, books_dir, tmp_path):
+    """Issue 33: Gradio kept every upload under the system temp folder after the library had
+    stored its own copy; the hand-off now deletes Gradio's copy (and its folder)."""
+    from gradio.utils import get_upload_folder
+
+    name = "pg84_temp_copy_probe.txt"
+    book = short_book(books_dir / "pg84_frankenstein.txt", tmp_path / name, "Letter 3")
+    log, _, _ = Client(app.url, verbose=False).predict(
+        [handle_file(str(book))], [WILD], api_name="/add_books"
+    )
+    assert "pg84" in log, log  # added, or already there from another test
+    assert list((app.home / "uploads").glob(f"*-{name}")), "the library keeps its copy"
+    assert not list(Path(get_upload_folder()).rglob(name)), "Gradio's copy is left behind"
+    assert book.is_file()  # the user's own file is never touched
+
+
 def test_upload_of_a_png_named_txt_is_refused(app, tmp_path):
     fake = tmp_path / "cover.txt"
     fake.write_bytes(png_bytes() * 20)

@@ -87,7 +87,7 @@ def test_sound_rows_are_not_books(tmp_path, catalog):
     ("text", "message"),
     [
         ("Text#,Title\n1,A\n", "not a Gutenberg catalog: no column Type, Issued, Language"),
-        (CATALOG.replace("\n84,", "\nx84,"), "line 3: Text# 'x84' is not a number"),
+        (CATALOG.split("\n")[0] + "\nx1,Text\n", "no readable row .Text# 'x1' is not a number"),
     ],
 )
 def test_a_bad_catalog_is_one_line(tmp_path, text, message):
@@ -96,6 +96,39 @@ def test_a_bad_catalog_is_one_line(tmp_path, text, message):
     with pytest.raises(CatalogError, match=message) as exc:
         Catalog.from_csv(path)
     assert "\n" not in str(exc.value) and str(path) in str(exc.value)
+
+
+def test_one_bad_row_is_skipped_and_named_not_the_whole_catalog(mirror, tmp_path, capsys):
+    """Issue 33: one row without an ebook number refused all 70,000 rows of a catalog."""
+    from test_integrity import run
+
+    path = tmp_path / "pg_catalog.csv"
+    path.write_text(CATALOG.replace("\n84,", "\nx84,"), encoding="utf-8")
+    catalog = Catalog.from_csv(path)
+    assert len(catalog) == 5 and catalog.get(215) is not None and catalog.get(84) is None
+    assert catalog.skipped == [f"{path}, line 3: Text# 'x84' is not a number"]
+    home = tmp_path / "home"
+    code, out, err = run(
+        home, "ingest", str(mirror), "--dry-run", "--catalog", str(path), "--language", "en",
+        capsys=capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    assert f"warning: {path}, line 3: Text# 'x84' is not a number: row skipped" in err
+    assert "The Call of the Wild / Jack London" in out
+    assert not home.exists()
+
+
+def test_dry_run_refuses_what_max_mb_refuses(mirror, tmp_path, capsys):
+    """Issue 33: the dry run listed books over ``--max-mb`` as if the ingest would take them."""
+    from test_integrity import run
+
+    named = next(mirror.rglob("pg215.txt"))  # a file named is kept by discovery, any size
+    code, out, err = run(
+        tmp_path / "home", "ingest", str(named), "--dry-run", "--max-mb", "0.001", capsys=capsys
+    )
+    assert code == 1, out + err
+    assert f"refused: {named}: " in err and "over the --max-mb limit of 1,048 bytes" in err, err
+    assert out.strip().splitlines()[-1].startswith("would ingest 0 books (0.0 MB")
 
 
 def test_dry_run_lists_the_books_and_the_time(mirror, tmp_path, capsys):

@@ -111,6 +111,31 @@ def clean(book: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def windowed(book: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A library made without children (``LITRAG_CHILDREN=0``), whose blocks keep their
+    sentence-window vectors (with children, the children keep them). Its tests set the variable
+    too (``windowed_copy``), so a repair ingests as it was made."""
+    os.environ["LITRAG_CHILDREN"] = "0"
+    try:
+        home = tmp_path_factory.mktemp("windowed") / "home"
+        assert quiet(home, "ingest", "-q", str(book))[0] == 0
+    finally:
+        os.environ.pop("LITRAG_CHILDREN", None)
+    return home
+
+
+@pytest.fixture
+def windowed_copy(windowed: Path, tmp_path: Path, monkeypatch) -> tuple[Path, list[str]]:
+    """A copy of the windowed library for one test to damage, and its clean citations."""
+    monkeypatch.setenv("LITRAG_CHILDREN", "0")
+    code, out = quiet(windowed, "ask", QUESTION, "--no-llm", "--json")
+    assert code == 0
+    home = tmp_path / "home"
+    shutil.copytree(windowed, home)
+    return home, [s["node_id"] for s in json.loads(out)["sources"]]
+
+
+@pytest.fixture(scope="module")
 def clean_citations(clean: Path) -> list[str]:
     """The node ids the clean library cites for QUESTION."""
     code, out = quiet(clean, "ask", QUESTION, "--no-llm", "--json")
@@ -174,7 +199,15 @@ def test_deleted_store_config_is_named_and_rebuilt_from_the_shard(damaged, clean
     assert citations(damaged, capsys) == clean_citations
 
 
-def test_store_config_that_lost_its_window_vectors_is_named(damaged, clean_citations, capsys):
+def test_blocks_keep_no_windows_where_children_rank(clean):
+    cfg = json.loads((index(clean) / "litrag_store.json").read_text())
+    assert cfg["window_vector_name"] is None  # the children's collection keeps them
+    kids = json.loads((clean / "index" / "litrag-children" / "litrag_store.json").read_text())
+    assert kids["window_vector_name"]
+
+
+def test_store_config_that_lost_its_window_vectors_is_named(windowed_copy, capsys):
+    damaged, clean_citations = windowed_copy
     config = index(damaged) / "litrag_store.json"
     cfg = json.loads(config.read_text())
     assert cfg["window_vector_name"]
@@ -201,7 +234,8 @@ def zero_vectors(home: Path, name: str) -> int:
     return len(points)
 
 
-def test_zero_filled_window_vectors_are_named_and_embedded_again(damaged, clean_citations, capsys):
+def test_zero_filled_window_vectors_are_named_and_embedded_again(windowed_copy, capsys):
+    damaged, clean_citations = windowed_copy
     assert zero_vectors(damaged, "text-windows") > 0
     code, _, err = run(damaged, "ask", QUESTION, "--no-llm", capsys=capsys)
     line = error_line(err)
@@ -273,10 +307,12 @@ def test_a_store_file_cut_short_is_named_and_repaired(damaged, clean_citations, 
     assert citations(damaged, capsys) == clean_citations
 
 
-def test_truncated_registry_is_named_and_rebuilt_from_the_store(damaged, clean_citations, capsys):
+def test_truncated_registry_is_named_and_rebuilt_from_the_store(
+    damaged, book, clean_citations, capsys
+):
     registry = damaged / "books.json"
     registry.write_text(registry.read_text()[:40])
-    for command in (["books"], ["ask", QUESTION, "--no-llm"], ["ingest", "-q", "x.txt"]):
+    for command in (["books"], ["ask", QUESTION, "--no-llm"], ["ingest", "-q", str(book)]):
         code, _, err = run(damaged, *command, capsys=capsys)
         line = error_line(err)
         assert code == 2 and "books.json is damaged" in line and "--repair" in line, command
@@ -487,3 +523,75 @@ def test_a_character_index_cut_short_is_named_and_rebuilt(damaged, clean_citatio
     assert "set the damaged character index aside" in out and "pg215: ingested again" in out
     assert json.loads(path.read_text()) == before
     assert citations(damaged, capsys) == clean_citations
+
+
+def stored(home: Path, collection: str, book_id: str) -> int:
+    """The points of ``book_id`` in one embedded collection of the library at ``home``."""
+    from litrag.ingestion.book_points import count_points
+    from litrag.query.edge_store import QdrantEdgeVectorStore
+
+    store = QdrantEdgeVectorStore(path=home / "index", collection_name=collection)
+    try:
+        return count_points(store, book_id)
+    finally:
+        store.close()
+
+
+def test_a_removal_killed_midway_is_finished_by_the_repair_not_undone(damaged, capsys, monkeypatch):
+    """``litrag remove`` killed after the blocks went and before the children did (issue 33):
+    the repair used to take the half-removed book for damage and ingest it again. The journal
+    names the unfinished removal, and ``verify --repair`` finishes it."""
+    from litrag.query.edge_store import QdrantEdgeVectorStore
+
+    assert stored(damaged, "litrag-children", "pg215") > 0  # the library ranks by children
+    real = QdrantEdgeVectorStore.delete_nodes
+
+    def delete_nodes(self: QdrantEdgeVectorStore, *args, **kwargs) -> None:
+        if self.collection_name.endswith("-children"):
+            raise KeyboardInterrupt  # like a kill: the blocks are gone, the children not yet
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(QdrantEdgeVectorStore, "delete_nodes", delete_nodes)
+    code, _, _ = run(damaged, "remove", "pg215", capsys=capsys)
+    monkeypatch.setattr(QdrantEdgeVectorStore, "delete_nodes", real)
+    assert code == 130
+    assert (damaged / "removing.json").is_file()
+    assert stored(damaged, "litrag", "pg215") == 0 < stored(damaged, "litrag-children", "pg215")
+    assert '"pg215"' in (damaged / "books.json").read_text(encoding="utf-8")
+
+    code, _, err = run(damaged, "ask", QUESTION, "--no-llm", capsys=capsys)
+    assert code == 2 and "the removal of pg215 was interrupted" in error_line(err)
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1 and "problem: the removal of pg215 was interrupted" in out, out
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert "repaired: pg215: finished its interrupted removal" in out
+    assert "ingested again" not in out
+    assert json.loads((damaged / "books.json").read_text(encoding="utf-8")) == {}
+    assert stored(damaged, "litrag", "pg215") == 0
+    assert stored(damaged, "litrag-children", "pg215") == 0
+    assert not (damaged / "removing.json").exists()
+
+
+def test_an_ingest_after_a_killed_removal_finishes_it_first(damaged, book, capsys, monkeypatch):
+    """Ingesting the book again after its removal was killed: the removal is finished first,
+    so a later repair does not remove the book just ingested (its journal would still say so)."""
+    from litrag.query.edge_store import QdrantEdgeVectorStore
+
+    real = QdrantEdgeVectorStore.delete_nodes
+
+    def delete_nodes(self: QdrantEdgeVectorStore, *args, **kwargs) -> None:
+        if self.collection_name.endswith("-children"):
+            raise KeyboardInterrupt
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(QdrantEdgeVectorStore, "delete_nodes", delete_nodes)
+    assert run(damaged, "remove", "pg215", capsys=capsys)[0] == 130
+    monkeypatch.setattr(QdrantEdgeVectorStore, "delete_nodes", real)
+    code, out, err = run(damaged, "ingest", "-q", str(book), capsys=capsys)
+    assert code == 0 and "ingested 1" in out, out + err
+    assert "finishing the interrupted removal of pg215" in err
+    assert not (damaged / "removing.json").exists()
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0 and "repaired" not in out, out + err
+    assert '"pg215"' in (damaged / "books.json").read_text(encoding="utf-8")

@@ -217,23 +217,24 @@ def test_books_and_remove_commands(clean, shelf, tmp_path):
     assert proc.returncode == 2 and "no book 'pg215'" in err
 
 
-def test_library_searches_blocks_by_their_sentence_windows(clean):
-    """Dense search scores a plot block by its best 3-sentence window (MaxSim), with the real
-    MiniLM: a question about one detail is not averaged away by the rest of the block."""
+def test_library_searches_children_by_their_sentence_windows(clean):
+    """Dense search scores a paragraph child by its best 3-sentence window (MaxSim), with the
+    real MiniLM: a question about one detail is not averaged away by the rest of the piece."""
     import numpy as np
 
     from litrag.query.windows import SentenceWindowEncoder
 
     lib, _, _ = clean
-    assert lib.store.config.window_vector_name
+    store = lib.children_store  # with children, the children keep the windows and rank
+    assert store.config.window_vector_name and not lib.store.config.window_vector_name
     enc = SentenceWindowEncoder(lib.embed_model.get_text_embedding_batch)
     flt = MetadataFilters(filters=[MetadataFilter(key="book_id", value="pg215")])
-    blocks = [n for n in lib.store.get_nodes(filters=flt) if len(enc.windows(n.get_content())) >= 3]
+    blocks = [n for n in store.get_nodes(filters=flt) if len(enc.windows(n.get_content())) >= 3]
     assert blocks
     block = blocks[len(blocks) // 2]
     probe = enc.windows(block.get_content())[1]
     qv = np.array(lib.embed_model.get_query_embedding(probe))
-    res = lib.store.query(
+    res = store.query(
         VectorStoreQuery(query_embedding=qv.tolist(), similarity_top_k=3, filters=flt)
     )
     assert res.ids[0] == block.node_id

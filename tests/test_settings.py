@@ -131,6 +131,18 @@ BAD_SETTINGS = [
         {"LITRAG_HOME": "/etc/hostname"},
         "error: LITRAG_HOME must be a folder, but it is a file, got '/etc/hostname'",
     ),
+    # issue 33: raw exception text, pydantic's wording
+    (
+        ["ingest", "x.txt"],
+        {"LITRAG_HOME": "/proc/nope"},
+        "error: LITRAG_HOME must be a folder litrag can write, but /proc/nope lies in /proc (a "
+        "kernel filesystem)",
+    ),
+    (
+        ["books"],
+        {"LITRAG_CHILDREN": "maybe"},
+        "error: LITRAG_CHILDREN must be true or false (also 1/0, yes/no, on/off), got 'maybe'",
+    ),
 ]
 
 

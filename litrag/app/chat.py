@@ -19,11 +19,13 @@ import queue
 import re
 import threading
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # offline: nothing phones home
 
 import gradio as gr
+from gradio.utils import get_upload_folder as gradio_upload_folder
 from llama_index.core.schema import NodeWithScore
 
 from litrag.app.service import CharacterProfile, ChatService, Turn
@@ -529,7 +531,10 @@ class ChatApp:
 
         def work() -> None:
             try:
-                result["report"] = self.service.ingest(paths, say=events.put)
+                # Gradio's copies (under the system temp folder) go once the library has its own
+                result["report"] = self.service.ingest(
+                    paths, say=events.put, discard_under=Path(gradio_upload_folder())
+                )
             except Exception as exc:  # a store or embedder failure: shown, never raised
                 logger.exception("upload ingest failed")
                 home = str(self.service.home)  # the browser sees no path of this server

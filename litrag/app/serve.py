@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from litrag.builders import AnswerLLM, build_answer_llm
-from litrag.settings import Settings
+from litrag.settings import Settings, SettingsError
 
 BUNDLED_BOOK = Path(__file__).resolve().parent.parent / "data" / "pg215_call_of_the_wild.txt"
 
@@ -40,6 +40,14 @@ def start_llm(
         return None, f"the local LLM did not start: {first}"
 
 
+def check_port(port: int | None) -> None:
+    """A TCP port, or None (Gradio's own choice); else a ``SettingsError`` naming ``--port``.
+    Why: 70000 reached the socket layer only after the library was opened and the bundled book
+    ingested, and ended in a traceback."""
+    if port is not None and not 1 <= port <= 65535:
+        raise SettingsError(f"--port must be a TCP port from 1 to 65535, got {port}")
+
+
 def run_chat(
     s: Settings,
     *,
@@ -60,6 +68,7 @@ def run_chat(
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    check_port(port)  # before the library is opened: a bad port changes nothing
     try:
         service = ChatService(s)
     except StoreLockedError as exc:

@@ -69,6 +69,23 @@ class CharacterProfile:
     blocks: dict[str, Any] = field(default_factory=dict)  # its cited blocks, within the limit
 
 
+def discard_upload(path: Path, root: Path) -> None:
+    """Delete ``path`` if it lies under ``root``, and the folders between them it leaves
+    empty (Gradio keeps each upload in a folder of its own); never anything outside ``root``."""
+    root = Path(root).resolve()
+    path = Path(path).resolve()
+    if root not in path.parents:
+        return
+    path.unlink(missing_ok=True)
+    folder = path.parent
+    while folder != root and root in folder.parents:
+        try:
+            folder.rmdir()  # only when empty
+        except OSError:
+            break
+        folder = folder.parent
+
+
 def stored_name(upload: Path) -> str:
     """Where an upload is kept: the first 16 hex digits of its content's SHA-256, then its
     name (made safe), so equal names never share a file and equal texts always do."""
@@ -221,7 +238,10 @@ class ChatService:
         return self._chapters[book_id]
 
     def ingest(
-        self, paths: Sequence[str | Path], say: Callable[[str], None] | None = None
+        self,
+        paths: Sequence[str | Path],
+        say: Callable[[str], None] | None = None,
+        discard_under: Path | None = None,
     ) -> IngestReport:
         """Copy uploads under ``$LITRAG_HOME/uploads`` (the registry's source stays valid) and
         ingest them; one ingest at a time, other sessions keep asking meanwhile.
@@ -230,6 +250,10 @@ class ChatService:
         two uploads named ``book.txt`` are two books with two sources, and the same text uploaded
         again is the same file. A refused upload removes only the copy this call made; its
         reason names the upload as the user named it, never a path of this server.
+
+        ``discard_under``: the folder the web server keeps its uploads in (Gradio's, under the
+        system temp folder); an upload there is deleted as soon as its copy is stored, instead
+        of staying there, a second copy of every book, until someone cleans the temp folder.
         """
         say = say or (lambda _m: None)
         uploads = self.home / "uploads"
@@ -246,6 +270,8 @@ class ChatService:
                 made.add(dest)
             kept.append(dest)
             names[str(dest)] = p.name
+            if discard_under is not None and p.resolve() != dest.resolve():
+                discard_upload(p, discard_under)
         if not self._ingest_lock.acquire(blocking=False):
             say("waiting for another upload to finish ...")
             self._ingest_lock.acquire()

@@ -19,6 +19,7 @@ from litrag.cli.common import (
     backend_from_args,
     check_at_least,
     llm_from_args,
+    seconds,
     settings_from_args,
 )
 from litrag.settings import SettingsError
@@ -342,7 +343,7 @@ def add_llm_flags(p: Any, *, workers: bool = True, timeout: float | None = 600.0
     p.add_argument("--max-tokens", type=int, default=700)
     p.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=timeout,
         help=f"seconds per LLM call (default {timeout:g})"
         if timeout

@@ -169,3 +169,28 @@ def check_out_file(path: str | Path | None, flag: str = "--out") -> None:
         raise SettingsError(f"{flag} {out} is a folder; give a file path")
     if not out.parent.is_dir():
         raise SettingsError(f"{flag} {out}: its folder {out.parent} does not exist")
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters escaped as Python writes them (a newline in a
+    file name as ``\\n``): a name holding one would otherwise print as two lines, the second
+    looking like output of its own. Undecodable bytes of a name (surrogates) are escaped too."""
+    return "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape", "backslashreplace").decode("ascii")
+        for ch in text
+    )
+
+
+def seconds(raw: str) -> float:
+    """An argparse type for a ``--timeout`` the settings model does not read (``assets``,
+    ``segment``, ``eval``, ``distill``): a finite number of seconds above 0. ``inf`` or ``nan``
+    would wait forever or make every comparison false."""
+    import math
+
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {raw!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {raw!r}")
+    return value

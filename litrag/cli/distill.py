@@ -18,6 +18,7 @@ from litrag.cli.common import (
     check_at_least,
     make_out_folder,
     probe_llm_server,
+    seconds,
 )
 from litrag.settings import SettingsError
 
@@ -239,7 +240,7 @@ def add_parsers(sub: Any) -> None:
     q.add_argument("--workers", type=int, help="teacher calls in flight")
     q.add_argument("--max-retries", type=int)
     q.add_argument("--max-unit-words", type=int)
-    q.add_argument("--timeout", type=float, help="seconds per call")
+    q.add_argument("--timeout", type=seconds, help="seconds per call")
     q.add_argument("--cache-dir", help="teacher reply cache (default OUT/cache): resumable")
     q.add_argument("-q", "--quiet", action="store_true")
     add_backend_flag(q)

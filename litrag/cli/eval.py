@@ -15,6 +15,7 @@ from litrag.cli.common import (
     check_at_least,
     llm_from_args,
     local_server_llm,
+    seconds,
     settings_from_args,
 )
 
@@ -436,7 +437,7 @@ def add_parsers(sub: Any) -> None:
         help="LitSeg: split longer chapters first (lower it for small-context LLMs)",
     )
     er.add_argument("--max-retries", type=int, default=20, help="LLM chunkers: retries (paper)")
-    er.add_argument("--timeout", type=float, default=600.0, help="seconds per LLM call")
+    er.add_argument("--timeout", type=seconds, default=600.0, help="seconds per LLM call")
     er.add_argument(
         "--reranker", type=Path, help="local Qwen3-Reranker checkpoint: adds hybrid+rerank modes"
     )

@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from litrag.cli.common import add_backend_flag, check_at_least, settings_from_args
+from litrag.cli.common import add_backend_flag, check_at_least, printable, settings_from_args
 from litrag.settings import SettingsError
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    from litrag.ingestion.catalog import CatalogError
+    from litrag.ingestion.catalog import CatalogError, text_bytes
     from litrag.ingestion.library import Library
 
     s = settings_from_args(args)
@@ -23,6 +23,10 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         raise SettingsError(f"{missing[0]}: no such file or folder{more}")
     _check_segmenter_llm(s)
     records = Library.read_registry(s.home)  # a damaged registry stops here, in one line
+    bad = _unreadable_zip(args.paths, int(s.max_mb * 1024 * 1024))
+    if bad is not None:  # before the library is opened: nothing there changes
+        print(f"error: {printable(bad)}", file=sys.stderr)
+        return 2
     try:
         chosen = _choose_books(args, int(s.max_mb * 1024 * 1024))
     except CatalogError as exc:
@@ -34,9 +38,11 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     _err(f"found {scan.summary()}; {selection.summary()}")
     if args.dry_run:
         for _path, reason in scan.failed:  # refused (a FIFO, a device, a link out): by name
-            _err(f"  refused: {reason}")
-        _dry_run(selection, records)
-        return 0 if selection.books else 1
+            _err(f"  refused: {printable(reason)}")
+        max_bytes = int(s.max_mb * 1024 * 1024)
+        _dry_run(selection, records, max_bytes)
+        fits = [b for b, _ in selection.books if text_bytes(b.path) <= max_bytes]
+        return 0 if fits else 1
     if not selection.books:
         print("error: no book matches the filters: nothing to ingest", file=sys.stderr)
         return 1
@@ -59,6 +65,22 @@ def _check_segmenter_llm(s: Any) -> None:
         f"--segmenter {s.segmenter} needs an LLM server: set LITRAG_SEGMENT_URL or "
         "LITRAG_LLM_URL (or LITRAG_LLM_BACKEND=vllm for in-process vLLM)"
     )
+
+
+def _unreadable_zip(paths: list[Path], max_bytes: int) -> str | None:
+    """Why a ``.zip`` named on the command line cannot be read (encrypted, a corrupt deflate
+    stream, no text in it), or None. Zips found in folders are loaded, and named, one by one."""
+    from litrag.ingestion.book_bytes import BookLoadError, check_zip
+
+    for path in paths:
+        if path.suffix.lower() == ".zip" and path.is_file():
+            try:
+                check_zip(path, max_bytes)
+            except BookLoadError as exc:
+                return str(exc)
+            except OSError as exc:
+                return f"{path}: cannot read file ({exc.strerror or exc})"
+    return None
 
 
 def _err(message: str) -> None:
@@ -87,18 +109,29 @@ def _choose_books(args: argparse.Namespace, max_bytes: int) -> tuple[Any, Any] |
         ids=ids,
         limit=args.limit,
     )
-    wanted = args.catalog or args.dry_run or ids or args.limit or flt.needs_catalog
-    catalog = Catalog.from_csv(args.catalog) if args.catalog else Catalog.find(args.paths)
-    note = catalog.duplicates_note() if catalog is not None else None
-    if note:
-        print(f"warning: {note}", file=sys.stderr)
+    given = args.catalog is not None  # "" too: named as empty, not taken for no flag
+    wanted = given or args.dry_run or ids or args.limit or flt.needs_catalog
+    catalog = Catalog.from_csv(args.catalog) if given else Catalog.find(args.paths)
+    if catalog is not None:
+        _skipped_rows(catalog.skipped)
+        note = catalog.duplicates_note()
+        if note:
+            print(f"warning: {note}", file=sys.stderr)
     if not wanted and catalog is None:
         return None
     scan = discover(args.paths, max_bytes=max_bytes, follow_links=args.follow_links)
     return scan, select(scan.books, catalog, flt)
 
 
-def _dry_run(selection: Any, records: list[Any]) -> None:
+def _skipped_rows(skipped: list[str], shown: int = 5) -> None:
+    """One warning per catalog row that could not be read (the first few, then a count)."""
+    for why in skipped[:shown]:
+        _err(f"warning: {printable(why)}: row skipped")
+    if len(skipped) > shown:
+        _err(f"warning: {len(skipped) - shown} more catalog rows skipped")
+
+
+def _dry_run(selection: Any, records: list[Any], max_bytes: int) -> None:
     """What would be ingested, and how long it would take at this library's own pace."""
     from litrag.ingestion.catalog import DEFAULT_SECONDS_PER_MB, text_bytes
 
@@ -112,21 +145,27 @@ def _dry_run(selection: Any, records: list[Any]) -> None:
         rate = sum(t for t, _ in done) / (sum(b for _, b in done) / 1e6)
         basis = f"this library's {len(done)} ingested books"
     total_bytes = 0
+    chosen = 0
     print("ebook  version  size KB  title / author  (file)")
     for book, entry in selection.books:
         size = text_bytes(book.path)
+        if size > max_bytes:  # the ingest would refuse it: so does the dry run, by name
+            _err(
+                f"  refused: {printable(str(book.path))}: {size:,} bytes of text, over the "
+                f"--max-mb limit of {max_bytes:,} bytes"
+            )
+            continue
+        chosen += 1
         total_bytes += size
         title = entry.title if entry else book.path.name
         author = (entry.author or "") if entry else ""
         number = str(book.ebook_id) if book.ebook_id is not None else "-"
         lang = f" [{','.join(entry.languages)}]" if entry and entry.languages else ""
-        print(
-            f"{number:>6}  {book.variant:<7}  {size / 1000:>7.0f}  {title}"
-            f"{' / ' + author if author else ''}{lang}  ({book.path})"
-        )
+        row = f"{title}{' / ' + author if author else ''}{lang}  ({book.path})"
+        print(f"{number:>6}  {book.variant:<7}  {size / 1000:>7.0f}  {printable(row)}")
     secs = total_bytes / 1e6 * rate
     print(
-        f"would ingest {len(selection.books)} books ({total_bytes / 1e6:.1f} MB of text): about "
+        f"would ingest {chosen} books ({total_bytes / 1e6:.1f} MB of text): about "
         f"{_duration(secs)} at {rate:.0f} s per MB (from {basis}); nothing was ingested"
     )
 
@@ -164,7 +203,7 @@ def _run_ingest(
         report = library.ingest(
             paths,
             show_progress=not args.quiet,
-            on_event=lambda m: print(m, file=sys.stderr),
+            on_event=lambda m: print(printable(m), file=sys.stderr),
             catalog_rows=rows,
             follow_links=args.follow_links,
         )
@@ -205,7 +244,7 @@ def _print_report(report: Any) -> None:
         f"failed {len(report.failed)}"
     )
     for _path, reason in report.failed:
-        print(f"error: {reason}", file=sys.stderr)
+        print(f"error: {printable(reason)}", file=sys.stderr)
 
 
 def _saved(library: Any) -> str:
@@ -301,9 +340,11 @@ def _book_order(record: Any) -> tuple[Any, ...]:
 def _cmd_remove(args: argparse.Namespace) -> int:
     from litrag.builders import build_store
     from litrag.ingestion.library import Library
+    from litrag.ingestion.removal import pending_removal
 
     s = settings_from_args(args)
-    if not any(r.book_id == args.book for r in Library.read_registry(s.home)):
+    listed = any(r.book_id == args.book for r in Library.read_registry(s.home))
+    if not listed and pending_removal(s.home) != args.book:  # else: finish that removal
         print(f"error: no book {args.book!r} in {s.home} (see: litrag books)", file=sys.stderr)
         return 2
     from litrag.builders import build_asset_remover, build_children_store, has_children
@@ -407,9 +448,7 @@ def add_parsers(sub: Any) -> None:
         "PATHS may be a mirror's root (1/2/3/4/12345/12345-0.txt, .zip, cache/epub/N/pgN.txt): "
         "one version per ebook (UTF-8, then Latin-1, then ASCII), non-book files skipped",
     )
-    mir.add_argument(
-        "--catalog", type=Path, help="pg_catalog.csv (default: one at a mirror root, if any)"
-    )
+    mir.add_argument("--catalog", help="pg_catalog.csv (default: one at a mirror root, if any)")
     mir.add_argument("--language", help="catalog language codes, e.g. en or en,fr")
     mir.add_argument("--bookshelf", help="catalog bookshelf containing this, e.g. Adventure")
     mir.add_argument("--subject", help="catalog subject containing this, e.g. 'Sea stories'")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -60,6 +61,8 @@ def _cmd_segment(args: argparse.Namespace) -> int:
     from litrag.segment.llm_calls import LLMUnavailableError
 
     check_at_least(args, max_unit_words=1, max_retries=0, workers=1, n_ctx=256)
+    if not math.isfinite(args.timeout):
+        raise SettingsError(f"--timeout must be a finite number of seconds, got {args.timeout}")
     if not args.timeout > 0:
         raise SettingsError(f"--timeout must be greater than 0, got {args.timeout}")
     wanted = chapter_indices(args.chapters)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 import zipfile
+import zlib
 from pathlib import Path
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024  # the largest Gutenberg novels are under 6 MB
@@ -91,9 +92,26 @@ def read_zip_text(path: Path, max_bytes: int) -> bytes:
                     f"max_bytes limit of {max_bytes:,} bytes; raise it with "
                     "`litrag ingest --max-mb`",
                 )
+            if info.flag_bits & 0x1:  # zipfile would ask for a password (a RuntimeError)
+                raise BookLoadError(
+                    path, f"zip archive is encrypted ({info.filename} needs a password): not read"
+                )
             return zf.read(info)
     except zipfile.BadZipFile as exc:
         raise BookLoadError(path, f"damaged zip archive ({exc})") from None
+    except (zlib.error, EOFError) as exc:  # a deflate stream cut short or corrupted
+        raise BookLoadError(
+            path, f"damaged zip archive (its text does not inflate: {exc})"
+        ) from None
+    except NotImplementedError as exc:  # a compression method zipfile has no codec for
+        raise BookLoadError(path, f"zip archive uses an unsupported compression ({exc})") from None
+
+
+def check_zip(path: Path, max_bytes: int) -> None:
+    """Read a ``.zip``'s book text once, for nothing but its errors (``BookLoadError``):
+    what ``ingest`` does for a zip named on its command line before the library is opened,
+    so that a damaged or encrypted archive changes nothing there."""
+    read_zip_text(path, max_bytes)
 
 
 def zip_has_text(path: Path) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,12 +79,45 @@ def _split(value: str | None) -> tuple[str, ...]:
     return tuple(v.strip() for v in (value or "").split(";") if v.strip())
 
 
+def _rows(
+    reader: csv.DictReader[str], path: Path, skipped: list[str]
+) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line, row) for each row of ``reader``; a line the CSV reader refuses (a NUL byte, a
+    field over the size limit) is named in ``skipped`` and the reading goes on."""
+    while True:
+        line = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            skipped.append(f"{path}, line {line}: {exc}")
+            continue
+        yield line, row
+
+
+def _entry(number: int, row: dict[str, str]) -> CatalogEntry:
+    title = (row.get("Title") or "").strip()
+    return CatalogEntry(
+        ebook_id=number,
+        type=(row.get("Type") or "").strip(),
+        issued=(row.get("Issued") or "").strip(),
+        title=" ".join(title.splitlines()[0].split()) if title else "",
+        languages=tuple(x.lower() for x in _split(row.get("Language"))),
+        authors=_split(row.get("Authors")),
+        subjects=_split(row.get("Subjects")),
+        locc=_split(row.get("LoCC")),
+        bookshelves=_split(row.get("Bookshelves")),
+    )
+
+
 @dataclass
 class Catalog:
     """The rows of a ``pg_catalog.csv``, by ebook number."""
 
     path: Path
     entries: dict[int, CatalogEntry] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # "FILE, line N: why", one per row
     # ebook number -> the lines of its rows, for the numbers with more than one (the last used)
     duplicates: dict[int, list[int]] = field(default_factory=dict)
 
@@ -107,7 +140,13 @@ class Catalog:
 
     @classmethod
     def from_csv(cls, path: str | Path) -> Catalog:
+        """The catalog at ``path``. A row that cannot be read (no ebook number, a broken CSV
+        line) is skipped and named in ``skipped``: one bad row of 70,000 used to refuse the
+        whole catalog. A file that is no catalog at all is a ``CatalogError``."""
         p = Path(path)
+        if str(path) == "":
+            raise CatalogError("--catalog is empty: give the path of a pg_catalog.csv")
+        skipped: list[str] = []
         try:
             with open(p, encoding="utf-8-sig", newline="") as fh:
                 reader = csv.DictReader(fh)
@@ -118,34 +157,28 @@ class Catalog:
                         f"(expected {', '.join(COLUMNS)})"
                     )
                 entries: dict[int, CatalogEntry] = {}
-                lines: dict[int, list[int]] = {}  # a title may span lines: the row's first
-                end = reader.line_num
-                for line, row in enumerate(reader, start=2):
-                    start, end = end + 1, reader.line_num
+                lines: dict[int, list[int]] = {}
+                for line, row in _rows(reader, p, skipped):
                     number = (row.get("Text#") or "").strip()
                     if not number.isdigit():
-                        raise CatalogError(f"{p}, line {line}: Text# {number!r} is not a number")
-                    lines.setdefault(int(number), []).append(start)
-                    title = (row.get("Title") or "").strip()
-                    entries[int(number)] = CatalogEntry(
-                        ebook_id=int(number),
-                        type=(row.get("Type") or "").strip(),
-                        issued=(row.get("Issued") or "").strip(),
-                        title=" ".join(title.splitlines()[0].split()) if title else "",
-                        languages=tuple(x.lower() for x in _split(row.get("Language"))),
-                        authors=_split(row.get("Authors")),
-                        subjects=_split(row.get("Subjects")),
-                        locc=_split(row.get("LoCC")),
-                        bookshelves=_split(row.get("Bookshelves")),
-                    )
+                        skipped.append(f"{p}, line {line}: Text# {number!r} is not a number")
+                        continue
+                    lines.setdefault(int(number), []).append(line)
+                    entries[int(number)] = _entry(int(number), row)
         except FileNotFoundError:
             raise CatalogError(f"{p}: no such catalog file") from None
+        except IsADirectoryError:
+            raise CatalogError(f"{p}: is a folder, not a catalog file (pg_catalog.csv)") from None
         except UnicodeDecodeError as exc:
             raise CatalogError(f"{p}: not UTF-8 text (byte {exc.start})") from None
         except csv.Error as exc:
             raise CatalogError(f"{p}: not a CSV file ({exc})") from None
+        except OSError as exc:
+            raise CatalogError(f"{p}: cannot read it ({exc.strerror or exc})") from None
+        if skipped and not entries:
+            raise CatalogError(f"{p}: no readable row ({skipped[0].split(': ', 1)[-1]})")
         repeated = {n: at for n, at in lines.items() if len(at) > 1}
-        return cls(path=p, entries=entries, duplicates=repeated)
+        return cls(path=p, entries=entries, skipped=skipped, duplicates=repeated)
 
     @classmethod
     def find(cls, roots: Iterable[str | Path]) -> Catalog | None:

@@ -24,7 +24,8 @@ class Problem:
     what: str
     fix: str
     kind: str  # registry-file, docstore-file, cache-file, store-missing, store-config,
-    # points, vectors, interrupted, unregistered, orphans, characters, store-damaged
+    # points, vectors, interrupted, unregistered, orphans, characters, store-damaged,
+    # removing
     book_id: str | None = None
 
     def line(self) -> str:

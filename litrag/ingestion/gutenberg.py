@@ -200,10 +200,24 @@ def _strip_gutenberg(raw: str) -> tuple[str, str, list[str]]:
         warnings.append("no Project Gutenberg start marker; kept the text from the file's start")
     elif not end_m:
         warnings.append("no Project Gutenberg end marker; kept the text to the file's end")
+    later = [m for m in starts if end_m and m.start() >= end_m.end()]
+    if later:  # two books in one file: the first is kept, the second said, not lost silently
+        warnings.append(_second_block(raw, later[0]))
     body = raw[begin:end]
     if starts:
         body = _CREDITS.sub("", body, count=1)
     return body.strip(), header, warnings
+
+
+def _second_block(raw: str, start: re.Match[str]) -> str:
+    """The warning for a START/END block after the first END marker (the text is left out)."""
+    end = _END.search(raw, start.end())
+    words = len(raw[start.end() : end.start() if end else len(raw)].split())
+    line = raw.count("\n", 0, start.start()) + 1
+    return (
+        f"a second Project Gutenberg START marker at line {line} (then {words:,} words) was "
+        "left out: only the first START/END block is loaded"
+    )
 
 
 def _field(header: str, name: str) -> tuple[str | None, str | None]:

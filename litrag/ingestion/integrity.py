@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from litrag.ingestion.book_points import BookScan, count_points
 from litrag.ingestion.damage import REPAIR, LibraryDamagedError, Problem, read_json, set_aside
 from litrag.ingestion.registry import BookRecord, read_registry
+from litrag.ingestion.removal import journal_path, pending_removal
 from litrag.narrative.index import index_path
 
 if TYPE_CHECKING:
@@ -47,6 +48,9 @@ def check_files(
     home = Path(home)
     records = list(records)
     books = [r for r in records if r.status == "complete"]
+    unfinished = unfinished_removal(home)
+    if unfinished is not None:  # before the counts: its points are partly gone, by design
+        return [unfinished]
     if not embedded:
         return []
     folder = home / "index" / collection
@@ -97,6 +101,20 @@ def check_files(
             Problem(f"{folder}: {wrong}", f"{REPAIR} (rebuilds it from the shard)", "store-config")
         ]
     return []
+
+
+def unfinished_removal(home: Path) -> Problem | None:
+    """A ``litrag remove`` that was killed midway (its journal is still there): named, so
+    that the repair finishes it rather than ingest the half-removed book again."""
+    book_id = pending_removal(home)
+    if book_id is None:
+        return None
+    return Problem(
+        f"the removal of {book_id} was interrupted (its journal {journal_path(home)} is left)",
+        f"{REPAIR} (finishes it) or `litrag remove {book_id}`",
+        "removing",
+        book_id,
+    )
 
 
 def _registry_emptied(home: Path) -> list[Problem]:
@@ -343,10 +361,22 @@ def verify_library(
     registered chapter are dropped; books the registry lost are restored from their points.
     What cannot be re-derived is left, and said. Returns (problems left, repairs done)."""
     store = library.store
-    records = {r.book_id: r for r in library.books()}
-    scans, _ = scan_store(store)
     problems: list[Problem] = []
     done: list[str] = []
+    unfinished = unfinished_removal(library.home)
+    if unfinished is not None and not repair:
+        problems.append(unfinished)
+    elif unfinished is not None:  # finished, not undone: the book is not ingested again
+        assert unfinished.book_id is not None
+        say(f"{unfinished.book_id}: finishing its interrupted removal")
+        library.remove(unfinished.book_id)
+        done.append(f"{unfinished.book_id}: finished its interrupted removal")
+    records = {r.book_id: r for r in library.books()}
+    if unfinished is not None and not repair:  # its rows and points are the removal's
+        records.pop(unfinished.book_id or "", None)
+    scans, _ = scan_store(store)
+    if unfinished is not None and not repair:
+        scans.pop(unfinished.book_id, None)
     touched = False
     for book_id, rec in records.items():
         scan = scans.get(book_id, BookScan())

@@ -46,6 +46,7 @@ from litrag.ingestion.registry import (
     source_path,
     write_rows,
 )
+from litrag.ingestion.removal import finish_removal, pending_removal, start_removal
 from litrag.narrative.index import index_path, remove_index
 from litrag.segment import LitSegNodeParser
 
@@ -219,6 +220,10 @@ class Library:
             raise ValueError("this Library was opened without a parser and embedder: read-only")
         report = IngestReport()
         say = on_event or (lambda _msg: None)
+        pending = pending_removal(self.home)
+        if pending is not None:  # else a later repair would remove the book ingested now
+            say(f"finishing the interrupted removal of {pending}")
+            self._remove_now(pending)
         scan = discover(paths, max_bytes=self.max_bytes, follow_links=follow_links)
         report.failed.extend(scan.failed)
         report.skipped, report.duplicates = dict(scan.skipped), scan.duplicates
@@ -309,6 +314,8 @@ class Library:
             book = load_book(file, max_bytes=self.max_bytes)
             t_split = time.perf_counter()
             docs = split_chapters(book)
+        for warning in book.warnings:  # what loading noticed (a second book, a guessed codec)
+            say(f"  warning: {book.book_id}: {warning}")
         self.in_progress = (book.book_id, 0, len(docs))
         if ready is not None:
             early = {k: v for k, v in ready.seconds.items()}
@@ -541,14 +548,25 @@ class Library:
         return {d for d in self.docstore.get_all_document_hashes().values() if d.startswith(prefix)}
 
     def remove(self, book_id: str) -> bool:
-        """Remove a book's nodes and registry entry; False when no such book."""
-        rows = self._read_registry()
-        if book_id not in rows:
+        """Remove a book's nodes and registry entry; False when no such book. Journaled
+        (``removing.json``): a removal killed midway is finished by the next removal or by
+        ``litrag verify --repair``, not taken for damage and undone. An unfinished removal of
+        another book is finished first."""
+        pending = pending_removal(self.home)
+        if pending is not None and pending != book_id:
+            self._remove_now(pending)
+        if book_id not in self._read_registry() and pending != book_id:
             return False
-        self._drop_nodes(book_id)
-        del rows[book_id]
-        self._write_registry(rows)
+        self._remove_now(book_id)
         return True
+
+    def _remove_now(self, book_id: str) -> None:
+        start_removal(self.home, book_id)  # before the first delete
+        self._drop_nodes(book_id)
+        rows = self._read_registry()
+        rows.pop(book_id, None)
+        self._write_registry(rows)
+        finish_removal(self.home)  # after the registry row is gone
 
 
 def _catalog_author(row: dict[str, Any] | None) -> str | None:
