@@ -143,6 +143,13 @@ def test_a_name_the_book_never_mentions_is_said_so_without_the_llm(engine_for):
     assert "never mentions" in answer.text and answer.sources and answer.error is None
 
 
+def test_an_extractive_answer_checks_the_question_too(engine_for):
+    answer = engine_for(None).ask("Who is John Thornton?").answer()
+    assert answer.mode == "none" and answer.withheld == ["John", "Thornton"]
+    plain = engine_for(None).ask("Who is Buck?").answer()
+    assert plain.mode == "extractive" and plain.withheld == []
+
+
 def test_the_spoiler_limit_bounds_what_the_book_mentions(engine_for):
     llm = ScriptedLLM(["Spitz is the lead dog."])
     early = engine_for(llm, upto=1).ask("Who is Spitz?").answer()  # Spitz comes in chapter II

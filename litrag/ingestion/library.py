@@ -548,10 +548,8 @@ class Library:
         return {d for d in self.docstore.get_all_document_hashes().values() if d.startswith(prefix)}
 
     def remove(self, book_id: str) -> bool:
-        """Remove a book's nodes and registry entry; False when no such book. Journaled
-        (``removing.json``): a removal killed midway is finished by the next removal or by
-        ``litrag verify --repair``, not taken for damage and undone. An unfinished removal of
-        another book is finished first."""
+        """Remove a book's nodes and row (False: no such book), journaled in ``removing.json``:
+        a removal killed midway is finished later (by ``verify --repair``), not undone."""
         pending = pending_removal(self.home)
         if pending is not None and pending != book_id:
             self._remove_now(pending)
@@ -564,8 +562,7 @@ class Library:
         start_removal(self.home, book_id)  # before the first delete
         self._drop_nodes(book_id)
         rows = self._read_registry()
-        rows.pop(book_id, None)
-        self._write_registry(rows)
+        self._write_registry({k: v for k, v in rows.items() if k != book_id})
         finish_removal(self.home)  # after the registry row is gone
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterator, Sequence
+from functools import cached_property
 from typing import Any, Literal, get_args
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
@@ -381,7 +382,6 @@ class BookQueryEngine(BaseQueryEngine):
         self.answered_by = answered_by or llm_name(llm)
         self.llm_health = llm_health
         self.check_names = check_names
-        self._book_words: name_check.BookWords | None = None
 
     # PromptMixin: lets `engine.update_prompts({"qa_prompt": ...})` swap the prompt.
     def _get_prompts(self) -> PromptDictType:
@@ -440,6 +440,8 @@ class BookQueryEngine(BaseQueryEngine):
             run.mode, run.answered_by = "none", "nothing retrieved"
             run.text = f"Nothing in {self.title}{upto} matches the question."
             return self.respond(run, [], meta)
+        if stopped := self._stopped(question, nodes, run, meta):  # before any answering
+            return stopped
         if self.llm is None:
             top = nodes[0]
             run.mode, run.answered_by = "extractive", llm_name(None)
@@ -455,14 +457,10 @@ class BookQueryEngine(BaseQueryEngine):
         run: AnswerRun,
         meta: dict[str, Any],
     ) -> RESPONSE_TYPE:
-        """The LLM's answer from ``nodes`` (best first) with this engine's prompt, focus,
-        context fit and passage order; also the routed engine's, for passages it found itself
-        (steered by the character index)."""
-        if self.check_names and (
-            missing := name_check.unknown_names(question, self.book_words(), self.title)
-        ):
-            used = name_check.never_mentioned(run, missing, nodes, self.title)
-            return self.respond(run, used, meta)
+        """The LLM's answer from ``nodes`` (best first): prompt, focus, context fit, passage
+        order; also the routed engine's, for passages it found (steered by the character index)."""
+        if stopped := self._stopped(question, nodes, run, meta):
+            return stopped
         texts: list[str] | None = None
         excerpts: dict[str, str] = {}  # node id -> excerpt, for the blocks that were cut
         if self.focus is not None:
@@ -484,15 +482,21 @@ class BookQueryEngine(BaseQueryEngine):
         messages = self.messages(question, [c for _, c in fitted])
         return self.call_llm(messages, run, used, meta)
 
+    @cached_property
     def book_words(self) -> name_check.BookWords:
         """The words of the selected books within the limit (read once per engine)."""
-        if self._book_words is None:
-            self._book_words = name_check.BookWords.of(self.retriever.book_texts())
-        return self._book_words
+        return name_check.BookWords.of(self.retriever.book_texts())
+
+    def _stopped(self, question: str, nodes: list, run: AnswerRun, meta: dict) -> Any:
+        """The reply to a question naming only people the book never mentions, else None."""
+        words = self.book_words if self.check_names else None
+        if words is None or not (missing := name_check.unknown_names(question, words, self.title)):
+            return None
+        return self.respond(run, name_check.never_mentioned(run, missing, nodes, self.title), meta)
 
     def _check_names(self, run: AnswerRun, used: list[NodeWithScore]) -> None:
         if self.check_names:
-            name_check.withdraw_unsupported(run, used, self.book_words(), self.title)
+            name_check.withdraw_unsupported(run, used, self.book_words, self.title)
 
     def _quote_then_answer(
         self,
