@@ -65,12 +65,23 @@ def build_llm(s: Settings) -> Any:
 def build_parser(s: Settings, llm: Any = None) -> Any:
     from litrag.models.embedders import embedding_tokenizer, minilm_path
     from litrag.segment import LitSegNodeParser
+    from litrag.settings import SettingsError
 
     path = minilm_path() if s.embed_model == "minilm" else Path(s.embed_model)
+    try:
+        tokenizer = embedding_tokenizer(path)
+    except Exception as exc:  # the parser is built first: the embedder's own check comes later
+        if s.embed_model == "minilm":
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SettingsError(
+            f"LITRAG_EMBED_MODEL must be 'minilm' or a sentence-transformers folder; "
+            f"{path} does not load ({type(exc).__name__}: {first[:160]})"
+        ) from None
     return LitSegNodeParser(
         llm=llm,
         segmenter=s.segmenter,  # type: ignore[arg-type]
-        tokenizer=embedding_tokenizer(path),
+        tokenizer=tokenizer,
         num_workers=s.workers,
         cache_dir=str(s.home / "cache") if llm is not None else None,
     )

@@ -191,8 +191,10 @@ def test_every_variable_litrag_reads_is_known():
 
 
 def test_a_server_that_is_down_is_named_with_its_url(monkeypatch, capsys, tmp_path):
+    book = tmp_path / "x.txt"  # a book that is there: a missing path is refused first
+    book.write_text("Chapter I.\n\nA short book.\n", encoding="utf-8")
     code, err = cli_line(
-        monkeypatch, capsys, tmp_path, "ingest", "x.txt", QDRANT_URL="http://127.0.0.1:9"
+        monkeypatch, capsys, tmp_path, "ingest", str(book), QDRANT_URL="http://127.0.0.1:9"
     )
     assert "Traceback" not in err and code == 2, err
     assert err.strip().splitlines()[-1] == (
@@ -203,8 +205,15 @@ def test_a_server_that_is_down_is_named_with_its_url(monkeypatch, capsys, tmp_pa
 
 def test_a_folder_that_is_no_embedding_model_is_named(monkeypatch, capsys, tmp_path):
     (tmp_path / "empty").mkdir()
+    book = tmp_path / "x.txt"  # a book that is there: a missing path is refused first
+    book.write_text("Chapter I.\n\nA short book.\n", encoding="utf-8")
     code, err = cli_line(
-        monkeypatch, capsys, tmp_path, "ingest", "x.txt", LITRAG_EMBED_MODEL=str(tmp_path / "empty")
+        monkeypatch,
+        capsys,
+        tmp_path,
+        "ingest",
+        str(book),
+        LITRAG_EMBED_MODEL=str(tmp_path / "empty"),
     )
     assert "Traceback" not in err and code == 2, err
     assert (
