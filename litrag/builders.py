@@ -26,15 +26,27 @@ if TYPE_CHECKING:
 def build_embed_model(s: Settings, model_path: str | Path | None = None) -> BaseEmbedding:
     """The dense embedder: ``model_path``, else ``LITRAG_EMBED_MODEL`` (the packaged MiniLM by
     default), windowed so that nothing is truncated, on the configured runtime."""
-    from litrag.models.embedders import WindowedEmbedding, minilm_path
-    from litrag.settings import SettingsError
+    from litrag.models.embedders import WindowedEmbedding
 
     if model_path is not None:
         return WindowedEmbedding(model_path, backend=s.embed_backend, precision=s.embed_precision)
+    return _from_embed_model(
+        s,
+        lambda path: WindowedEmbedding(path, backend=s.embed_backend, precision=s.embed_precision),
+    )
+
+
+def _from_embed_model(s: Settings, load: Callable[[Path], Any]) -> Any:
+    """``load(path)`` of the configured embedding model's folder; a folder that does not load
+    (no sentence-transformers model) is one ``SettingsError`` naming it, whichever of the parser
+    (its tokenizer, built first) or the embedder meets it."""
+    from litrag.models.embedders import minilm_path
+    from litrag.settings import SettingsError
+
     path = minilm_path() if s.embed_model == "minilm" else Path(s.embed_model)
     try:
-        return WindowedEmbedding(path, backend=s.embed_backend, precision=s.embed_precision)
-    except Exception as exc:  # a folder that is not a sentence-transformers model
+        return load(path)
+    except Exception as exc:
         if s.embed_model == "minilm":
             raise
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -63,21 +75,10 @@ def build_llm(s: Settings) -> Any:
 
 
 def build_parser(s: Settings, llm: Any = None) -> Any:
-    from litrag.models.embedders import embedding_tokenizer, minilm_path
+    from litrag.models.embedders import embedding_tokenizer
     from litrag.segment import LitSegNodeParser
-    from litrag.settings import SettingsError
 
-    path = minilm_path() if s.embed_model == "minilm" else Path(s.embed_model)
-    try:
-        tokenizer = embedding_tokenizer(path)
-    except Exception as exc:  # the parser is built first: the embedder's own check comes later
-        if s.embed_model == "minilm":
-            raise
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise SettingsError(
-            f"LITRAG_EMBED_MODEL must be 'minilm' or a sentence-transformers folder; "
-            f"{path} does not load ({type(exc).__name__}: {first[:160]})"
-        ) from None
+    tokenizer = _from_embed_model(s, embedding_tokenizer)
     return LitSegNodeParser(
         llm=llm,
         segmenter=s.segmenter,  # type: ignore[arg-type]

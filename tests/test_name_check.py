@@ -5,14 +5,13 @@ no source names is withdrawn, streamed or not, in the API and in ``litrag ask``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from scripted_llm import ScriptedLLM
-from test_retriever import WILD, ingested_shelf
+from test_answer import embed, engine_for, home  # noqa: F401  (the answer tests' shelf)
+from test_retriever import WILD
 
-from litrag.builders import build_embed_model, build_query_engine
 from litrag.ingestion.gutenberg import load_book
 from litrag.query.name_check import (
     BookWords,
@@ -21,8 +20,6 @@ from litrag.query.name_check import (
     unknown_names,
     unsupported_names,
 )
-from litrag.query.retriever import RetrievalSettings
-from litrag.settings import Settings
 
 QUESTIONS = Path(__file__).resolve().parents[1] / "benchmarks" / "questions"
 
@@ -103,66 +100,47 @@ def test_words_held_only_by_an_order_to_the_model_are_found(wild_words):
 
 
 # ------------------------------------------------------------------ the engine, real shelf
-@pytest.fixture(scope="module")
-def home(books_dir, tmp_path_factory) -> Path:
-    return ingested_shelf(books_dir, tmp_path_factory)
-
-
 @pytest.fixture
-def engine_for(home) -> Iterator:
-    opened: list = []
-    embed = build_embed_model(Settings(home=home))
+def wild(engine_for):  # noqa: F811  (the imported fixture, requested)
+    """``wild(llm, upto=None, streaming=True)``: an engine over The Call of the Wild I-II of the
+    answer tests' shelf (their store, opened once and closed after the test)."""
 
     def make(llm, upto=None, streaming=True):
-        e = build_query_engine(
-            Settings(home=home),
-            [WILD],
-            upto_chapter=upto,
-            llm=llm,
-            retrieval=RetrievalSettings.from_preset("embedded"),
-            embed_model=embed,
-            store=opened[0] if opened else None,
-            children_store=opened[1] if opened else None,
-        )
-        e.streaming = streaming
-        if not opened:
-            opened.extend([e.retriever.vector_store, e.retriever.children_store])
-        return e
+        engine = engine_for(WILD, llm=llm, upto=upto)
+        engine.streaming = streaming
+        return engine
 
-    yield make
-    for store in opened:
-        if store is not None:
-            store.close()
+    return make
 
 
-def test_a_name_the_book_never_mentions_is_said_so_without_the_llm(engine_for):
+def test_a_name_the_book_never_mentions_is_said_so_without_the_llm(wild):
     llm = ScriptedLLM([])  # any call would fail the test: the scripted LLM has no reply
-    answer = engine_for(llm).ask("Who is John Thornton?").answer()  # the shelf: chapters I-II
+    answer = wild(llm).ask("Who is John Thornton?").answer()  # the shelf: chapters I-II
     assert llm.requests == []
     assert answer.mode == "none" and answer.withheld == ["John", "Thornton"]
     assert "never mentions" in answer.text and answer.sources and answer.error is None
 
 
-def test_an_extractive_answer_checks_the_question_too(engine_for):
-    answer = engine_for(None).ask("Who is John Thornton?").answer()
+def test_an_extractive_answer_checks_the_question_too(wild):
+    answer = wild(None).ask("Who is John Thornton?").answer()
     assert answer.mode == "none" and answer.withheld == ["John", "Thornton"]
-    plain = engine_for(None).ask("Who is Buck?").answer()
+    plain = wild(None).ask("Who is Buck?").answer()
     assert plain.mode == "extractive" and plain.withheld == []
 
 
-def test_the_spoiler_limit_bounds_what_the_book_mentions(engine_for):
+def test_the_spoiler_limit_bounds_what_the_book_mentions(wild):
     llm = ScriptedLLM(["Spitz is the lead dog."])
-    early = engine_for(llm, upto=1).ask("Who is Spitz?").answer()  # Spitz comes in chapter II
+    early = wild(llm, upto=1).ask("Who is Spitz?").answer()  # Spitz comes in chapter II
     assert llm.requests == [] and "up to chapter 1" in early.text
     assert all(s.chapter_index <= 1 for s in early.sources)
-    later = engine_for(llm, upto=2).ask("Who is Spitz?").answer()
+    later = wild(llm, upto=2).ask("Who is Spitz?").answer()
     assert len(llm.requests) == 1 and later.text == "Spitz is the lead dog."
 
 
 @pytest.mark.parametrize("streaming", [True, False])
-def test_a_draft_naming_someone_no_source_names_is_withdrawn(engine_for, streaming):
+def test_a_draft_naming_someone_no_source_names_is_withdrawn(wild, streaming):
     draft = "Mycroft Holmes stole Buck."
-    stream = engine_for(ScriptedLLM([draft]), streaming=streaming).ask(
+    stream = wild(ScriptedLLM([draft]), streaming=streaming).ask(
         "Who stole Buck from Judge Miller's place?"
     )
     streamed = "".join(stream)

@@ -440,8 +440,8 @@ class BookQueryEngine(BaseQueryEngine):
             run.mode, run.answered_by = "none", "nothing retrieved"
             run.text = f"Nothing in {self.title}{upto} matches the question."
             return self.respond(run, [], meta)
-        if stopped := self._stopped(question, nodes, run, meta):  # before any answering
-            return stopped
+        if self.llm is None and (stopped := self._stopped(question, nodes, run, meta)):
+            return stopped  # extractive; an LLM answer is checked in llm_answer (routed too)
         if self.llm is None:
             top = nodes[0]
             run.mode, run.answered_by = "extractive", llm_name(None)
