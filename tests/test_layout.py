@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
 import litrag
 
 ROOT = Path(litrag.__file__).resolve().parent
@@ -423,8 +425,7 @@ def test_the_llamahub_package_reexports_the_lean_parser() -> None:
     """``llama-index-node-parser-litseg`` holds no parser code of its own: its one module imports
     ``LitSegNodeParser`` from ``litrag.segment`` (a light room), and it depends on litrag's base
     install, no extra."""
-    import tomllib
-
+    tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
     code = INTEGRATION / "llama_index"
     sources = sorted(code.rglob("*.py"))
     assert [p.relative_to(INTEGRATION).as_posix() for p in sources] == [
