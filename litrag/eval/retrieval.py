@@ -51,7 +51,7 @@ from llama_index.core.vector_stores.types import (
 
 from litrag.chunkers.baselines import word_count
 from litrag.chunkers.children import aligned_book, book_children, collapse
-from litrag.eval.embedding_cache import CachedEmbedder, EmbeddingCache, windowed_minilm_embedder
+from litrag.eval.embedding_cache import CachedEmbedder, EmbeddingCache, harness_embedder
 from litrag.eval.environment import environment
 from litrag.eval.metrics import Aggregate, QuestionScore, aggregate
 from litrag.eval.questions import Book, Question, load_books
@@ -448,6 +448,7 @@ def evaluate_retrieval(
     *,
     cache_dir: Path,
     embedder: CachedEmbedder | None = None,
+    embed_model: str = "minilm",
     top_k: int = DEFAULT_TOP_K,
     candidates: int | None = None,
     view: View = "embed",
@@ -468,7 +469,8 @@ def evaluate_retrieval(
     it names its own folder); ``reranker`` enables the ``rerank`` modes, which are skipped with a
     line said when it is None. ``on_chunker`` gets the partial run after each chunker but the last
     (the CLI writes partial reports with it, so a long run stopped midway still leaves its
-    finished rows).
+    finished rows). ``embed_model`` names the embedder built when ``embedder`` is None:
+    ``minilm`` (windowed), ``nomic`` or a sentence-transformers folder.
     """
     t_start = time.perf_counter()
     if llm is not None and llm.cache_dir is None:
@@ -489,7 +491,7 @@ def evaluate_retrieval(
     cache = None
     if embedder is None:
         cache = EmbeddingCache(cache_dir / "embeddings.sqlite")
-        embedder = windowed_minilm_embedder(cache, say=say)
+        embedder = harness_embedder(cache, embed_model, say=say)
     specs = chunker_specs(chunkers, llm, embedder)
     comp0, cached0 = embedder.computed, embedder.cached
     results: list[ChunkerResult] = []
