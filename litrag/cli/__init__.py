@@ -7,7 +7,18 @@ import sys
 from pathlib import Path
 
 from litrag import settings
-from litrag.cli import api, ask, assets, characters, distill, doctor, library, segment, verify
+from litrag.cli import (
+    api,
+    ask,
+    assets,
+    characters,
+    distill,
+    doctor,
+    embedders,
+    library,
+    segment,
+    verify,
+)
 from litrag.cli import eval as evaluation
 from litrag.cli.common import BUNDLED_BOOK
 from litrag.settings import SettingsError
@@ -21,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     for group in (
         segment,
         library,
+        embedders,
         verify,
         ask,
         api,
