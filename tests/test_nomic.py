@@ -208,3 +208,12 @@ def test_another_embedder_is_refused_until_reembed(tmp_path, monkeypatch, capsys
     monkeypatch.setenv("LITRAG_EMBED_MODEL", "nomic")
     assert main(["ingest", str(book)]) == 0
     assert "pg215 unchanged" in capsys.readouterr().err
+
+
+def test_doctor_names_the_quality_embedder(models_dir: Path, tmp_path: Path) -> None:
+    from litrag.models.checks import check_embeddings
+
+    made = check_embeddings("nomic", models_dir)
+    assert made.status == "ok" and "q8_0" in made.detail
+    later = check_embeddings("nomic", tmp_path)  # installed, not assembled yet
+    assert later.status == "ok" and "litrag models install nomic" in later.detail

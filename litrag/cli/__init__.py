@@ -91,6 +91,9 @@ def _known_error(exc: BaseException) -> str | None:
 
     if isinstance(exc, LibraryDamagedError):
         return str(exc)
+    nomic = sys.modules.get("litrag.models.nomic_files")
+    if nomic is not None and isinstance(exc, nomic.NomicModelError):
+        return str(exc)
     narrative = sys.modules.get("litrag.narrative.jsonfile")
     if narrative is not None and isinstance(exc, narrative.DamagedFileError):
         return str(exc)

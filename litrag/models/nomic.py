@@ -19,8 +19,7 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
-from litrag.models.llama_server import LocalModelError
-from litrag.models.nomic_files import NOMIC_NAME, QUALITY_EXTRA, quantized_path
+from litrag.models.nomic_files import NOMIC_NAME, QUALITY_EXTRA, NomicModelError, quantized_path
 
 DEFAULT_QUANT = "q8_0"  # measured against f16 and Q4_K_M: docs/results.md (issue 30)
 
@@ -72,7 +71,7 @@ class NomicEmbedding(BaseEmbedding):
         try:
             from llama_cpp import Llama
         except ImportError as exc:
-            raise LocalModelError(
+            raise NomicModelError(
                 f"{NOMIC_NAME} runs on llama-cpp-python; install it with {QUALITY_EXTRA}"
             ) from exc
         threads = self.n_threads or len(os.sched_getaffinity(0))

@@ -43,6 +43,11 @@ QUANTS = {"q8_0": 7, "q4_k_m": 15}
 _CHUNK = 4 * 1024 * 1024
 
 
+class NomicModelError(LocalModelError):
+    """The quality embedder's packages are missing or corrupt, or llama.cpp is absent: one line
+    naming the fix (the CLI prints it as it is)."""
+
+
 class SliceStream:
     """Files read in order as one stream (``read`` only, after an initial ``seek``)."""
 
@@ -60,7 +65,7 @@ class SliceStream:
                 self._fh.seek(offset)
                 return
             offset -= size
-        raise LocalModelError(f"offset beyond the {sum(self.sizes):,} bytes of the slices")
+        raise NomicModelError(f"offset beyond the {sum(self.sizes):,} bytes of the slices")
 
     def _switch(self, i: int) -> None:
         if self._fh is not None:
@@ -85,13 +90,13 @@ class SliceStream:
             self._fh = None
 
 
-def slice_paths() -> list[Path]:
+def slice_paths(slices: Sequence[int] = SLICES) -> list[Path]:
     """The four slice files in order, found through the installed packages' metadata (their
     folder names hold a hyphen: not importable). One line names every package missing or of
     the wrong version."""
     paths: list[Path] = []
     wrong: list[str] = []
-    for n in SLICES:
+    for n in slices:
         name = SLICE_PACKAGE.format(n=n)
         try:
             dist = importlib.metadata.distribution(name)
@@ -107,9 +112,9 @@ def slice_paths() -> list[Path]:
             continue
         paths.append(path)
     if wrong:
-        raise LocalModelError(
-            f"{NOMIC_NAME} is assembled from 4 packages; not usable: {', '.join(wrong)}; "
-            f"install them with {QUALITY_EXTRA}"
+        raise NomicModelError(
+            f"{NOMIC_NAME} is assembled from {len(slices)} packages; not usable: "
+            f"{', '.join(wrong)}; install them with {QUALITY_EXTRA}"
         )
     return paths
 
@@ -124,17 +129,17 @@ def _member_stream(stream: SliceStream) -> Iterator[bytes]:
     name = stream.read(name_len).decode("utf-8", "replace")
     stream.read(extra_len)
     if sig != 0x04034B50 or name != MEMBER or method != 8:
-        raise LocalModelError(
+        raise NomicModelError(
             f"no deflated {MEMBER} at byte {HEADER_OFFSET:,} of the slices (found {name!r}): "
             f"a slice package has the wrong version; reinstall with {QUALITY_EXTRA}"
         )
     if flags & 0x8 == 0 and (crc, csize, usize) != (CRC32, COMPRESSED_SIZE, F16_SIZE):
-        raise LocalModelError(f"{MEMBER}: its zip header differs from the known one")
+        raise NomicModelError(f"{MEMBER}: its zip header differs from the known one")
     left = COMPRESSED_SIZE
     while left > 0:
         block = stream.read(min(_CHUNK, left))
         if not block:
-            raise LocalModelError(f"{MEMBER} is cut short: {left:,} compressed bytes missing")
+            raise NomicModelError(f"{MEMBER} is cut short: {left:,} compressed bytes missing")
         left -= len(block)
         yield block
 
@@ -147,7 +152,7 @@ def inflate_member(parts: Sequence[Path], dest: Path) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(dest.parent).free
     if free < F16_SIZE:
-        raise LocalModelError(
+        raise NomicModelError(
             f"{dest.parent} has {free:,} bytes free; {dest.name} needs {F16_SIZE:,} "
             "(set LITRAG_HOME to a roomier place)"
         )
@@ -168,13 +173,13 @@ def inflate_member(parts: Sequence[Path], dest: Path) -> Path:
             crc, size = zlib.crc32(data, crc), size + len(data)
             out.write(data)
         if size != F16_SIZE or crc != CRC32 or digest.hexdigest() != F16_SHA256:
-            raise LocalModelError(
+            raise NomicModelError(
                 f"{dest.name}: sha256 {digest.hexdigest()} ({size:,} bytes, CRC-32 {crc:#010x}) "
                 f"does not match {F16_SHA256}; a slice is corrupt: reinstall with {QUALITY_EXTRA}"
             )
         os.replace(tmp, dest)
     except zlib.error as exc:
-        raise LocalModelError(
+        raise NomicModelError(
             f"{MEMBER} does not inflate ({exc}): a slice is corrupt; reinstall with {QUALITY_EXTRA}"
         ) from None
     finally:
@@ -226,7 +231,7 @@ def llama_quantize(src: Path, dest: Path, ftype: int) -> None:
     try:
         import llama_cpp
     except ImportError as exc:
-        raise LocalModelError(
+        raise NomicModelError(
             f"{NOMIC_NAME} runs on llama-cpp-python; install it with {QUALITY_EXTRA}"
         ) from exc
     params = llama_cpp.llama_model_quantize_default_params()
@@ -236,7 +241,7 @@ def llama_quantize(src: Path, dest: Path, ftype: int) -> None:
         str(src).encode(), str(dest).encode(), ctypes.byref(params)
     )
     if code != 0 or not dest.is_file():
-        raise LocalModelError(f"llama.cpp could not quantise {src.name} (code {code})")
+        raise NomicModelError(f"llama.cpp could not quantise {src.name} (code {code})")
 
 
 def describe(cache_dir: Path | None = None) -> dict[str, str]:
