@@ -237,9 +237,12 @@ def llama_quantize(src: Path, dest: Path, ftype: int) -> None:
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
     params.nthread = os.cpu_count() or 2
-    code = llama_cpp.llama_model_quantize(
-        str(src).encode(), str(dest).encode(), ctypes.byref(params)
-    )
+    from llama_cpp._utils import suppress_stdout_stderr
+
+    with suppress_stdout_stderr(disable=False):  # llama.cpp logs every tensor it converts
+        code = llama_cpp.llama_model_quantize(
+            str(src).encode(), str(dest).encode(), ctypes.byref(params)
+        )
     if code != 0 or not dest.is_file():
         raise NomicModelError(f"llama.cpp could not quantise {src.name} (code {code})")
 
