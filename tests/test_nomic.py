@@ -217,3 +217,21 @@ def test_doctor_names_the_quality_embedder(models_dir: Path, tmp_path: Path) -> 
     assert made.status == "ok" and "q8_0" in made.detail
     later = check_embeddings("nomic", tmp_path)  # installed, not assembled yet
     assert later.status == "ok" and "litrag models install nomic" in later.detail
+
+
+def test_the_harness_caches_nomic_apart_from_minilm(tmp_path, monkeypatch, models_dir) -> None:
+    from litrag.eval.embedding_cache import EmbeddingCache, harness_embedder
+
+    monkeypatch.setenv("LITRAG_MODELS", str(models_dir))
+    monkeypatch.setenv("LITRAG_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LITRAG_EMBED_MODEL", raising=False)
+    cache = EmbeddingCache(tmp_path / "emb.sqlite")
+    texts = ["Buck lived at a big house in the sun-kissed Santa Clara Valley."]
+    first = harness_embedder(cache, "nomic")
+    assert "nomic-embed-text-v1.5" in first.model_key
+    doc, query = first.embed(texts), first.embed(texts, kind="query")
+    assert doc.shape == (1, 768) and float(doc[0] @ query[0]) < 0.99
+    again = harness_embedder(cache, "nomic")
+    assert np.array_equal(again.embed(texts), doc) and again.computed == 0
+    assert again._model is None  # read from disk: the model was never loaded
+    cache.close()
