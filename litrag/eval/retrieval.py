@@ -72,6 +72,7 @@ DEFAULT_ALPHA = 0.5
 View = Literal["embed", "text", "nosubtitle"]
 DenseVectors = Literal["windows", "block"]
 ONE_VECTOR_LABEL = "one vector per chunk (long chunks: windows of 254 word pieces, mean-pooled)"
+WHOLE_VECTOR_LABEL = "one vector per chunk, read whole (2,048 tokens)"
 Say = Callable[[str], None]
 
 
@@ -504,7 +505,7 @@ def evaluate_retrieval(
         "dense_vectors": (
             SentenceWindowEncoder(embedder.embed).describe() + " (the library's default)"
             if dense_vectors == "windows"
-            else ONE_VECTOR_LABEL
+            else (WHOLE_VECTOR_LABEL if embed_model == "nomic" else ONE_VECTOR_LABEL)
         ),
         "bm25_avg_len": bm25_avg_len or "fitted per book",
         "bm25_windows": _bm25_windows(bm25_windows),
