@@ -33,6 +33,7 @@ only chunks and embeds what is new; LLM replies are cached too, so an interrupte
 from __future__ import annotations
 
 import resource
+import shutil
 import statistics
 import sys
 import time
@@ -312,17 +313,22 @@ def evaluate_chunker(
     windows = None
     if dense_vectors == "windows":  # as the library stores blocks: MaxSim over sentence windows
         windows = SentenceWindowEncoder(embedder.embed)
+    name = (
+        slug(spec.key)
+        + ("" if view == "embed" else f"-{view}")
+        + ("-windows" if windows is not None else "")
+    )
+    # A fresh collection each run, config and all: chunks may have changed, and so may the
+    # embedder's dimension (a MiniLM run then a nomic run share the cache folder).
+    shutil.rmtree(Path(store_dir) / name, ignore_errors=True)
     store = QdrantEdgeVectorStore(
         path=store_dir,
-        collection_name=slug(spec.key)
-        + ("" if view == "embed" else f"-{view}")
-        + ("-windows" if windows is not None else ""),
+        collection_name=name,
         sparse_idf_scope="filter",
         window_doc_fn=windows,
         sparse_window_weight=_bm25_windows(bm25_windows),
         sparse_window_kind=_bm25_window_kind(bm25_window_kind),
     )
-    store.clear()  # a fresh collection each run: chunks may have changed
     try:
         for book in books:
             t0 = time.perf_counter()
