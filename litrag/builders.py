@@ -24,16 +24,30 @@ if TYPE_CHECKING:
 
 
 def build_embed_model(s: Settings, model_path: str | Path | None = None) -> BaseEmbedding:
-    """The dense embedder: ``model_path``, else ``LITRAG_EMBED_MODEL`` (the packaged MiniLM by
-    default), windowed so that nothing is truncated, on the configured runtime."""
+    """The dense embedder: ``model_path``, else ``LITRAG_EMBED_MODEL``: the packaged MiniLM by
+    default (preset ``fast``), windowed so that nothing is truncated, on the configured runtime;
+    or ``nomic`` (preset ``quality``), nomic-embed-text-v1.5 on llama.cpp, assembled from its
+    packages on first use."""
     from litrag.models.embedders import WindowedEmbedding
 
+    if model_path is None and s.embed_model == "nomic":
+        from litrag.models.nomic import NomicEmbedding
+
+        return NomicEmbedding(_nomic_path(s), n_threads=s.embed_threads)
     if model_path is not None:
         return WindowedEmbedding(model_path, backend=s.embed_backend, precision=s.embed_precision)
     return _from_embed_model(
         s,
         lambda path: WindowedEmbedding(path, backend=s.embed_backend, precision=s.embed_precision),
     )
+
+
+def _nomic_path(s: Settings) -> Path:
+    """The quality preset's GGUF, assembled and quantised under the models folder if new."""
+    from litrag.models.nomic import DEFAULT_QUANT
+    from litrag.models.nomic_files import quantized_path
+
+    return quantized_path(DEFAULT_QUANT, s.models_dir or s.home / "models")
 
 
 def _from_embed_model(s: Settings, load: Callable[[Path], Any]) -> Any:
@@ -51,7 +65,7 @@ def _from_embed_model(s: Settings, load: Callable[[Path], Any]) -> Any:
             raise
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise SettingsError(
-            f"LITRAG_EMBED_MODEL must be 'minilm' or a sentence-transformers folder; "
+            f"LITRAG_EMBED_MODEL must be minilm, nomic or a sentence-transformers folder; "
             f"{path} does not load ({type(exc).__name__}: {first[:160]})"
         ) from None
 
@@ -78,7 +92,12 @@ def build_parser(s: Settings, llm: Any = None) -> Any:
     from litrag.models.embedders import embedding_tokenizer
     from litrag.segment import LitSegNodeParser
 
-    tokenizer = _from_embed_model(s, embedding_tokenizer)
+    if s.embed_model == "nomic":  # the size cap counts the tokens nomic reads
+        from litrag.models.nomic import nomic_tokenizer
+
+        tokenizer = nomic_tokenizer(_nomic_path(s))
+    else:
+        tokenizer = _from_embed_model(s, embedding_tokenizer)
     return LitSegNodeParser(
         llm=llm,
         segmenter=s.segmenter,  # type: ignore[arg-type]
@@ -88,10 +107,15 @@ def build_parser(s: Settings, llm: Any = None) -> Any:
     )
 
 
-def build_window_encoder(embed: BaseEmbedding) -> SentenceWindowEncoder:
-    """Each block's 3-sentence windows, embedded by ``embed``: the store's MaxSim multivector."""
+def build_window_encoder(embed: BaseEmbedding) -> SentenceWindowEncoder | None:
+    """Each block's 3-sentence windows, embedded by ``embed``: the store's MaxSim multivector;
+    None for an embedder that reads a block whole (nomic), whose library keeps one vector a
+    point: windows there would multiply a slow ingest (docs/results.md, issue 30)."""
+    from litrag.models.nomic import reads_whole_texts
     from litrag.query.windows import SentenceWindowEncoder
 
+    if reads_whole_texts(embed):
+        return None
     return SentenceWindowEncoder(embed.get_text_embedding_batch)
 
 
@@ -167,10 +191,13 @@ def has_children(s: Settings, records: Sequence[BookRecord], book_ids: Sequence[
 
 
 def build_library(s: Settings) -> Any:
+    from litrag.ingestion.embedder_record import check_embedder, embedder_key
     from litrag.ingestion.library import Library
 
     parser = build_parser(s, build_llm(s))  # first: a segmenter without its LLM writes nothing
     embed = build_embed_model(s)
+    # before the store is opened with this model's dimension: one line naming the fix
+    check_embedder(Library.read_registry(s.home), embedder_key(embed))
     dim = len(embed.get_text_embedding("dimension probe"))
     windows = build_window_encoder(embed)
     store = build_store(s, dense_dim=dim, window_doc_fn=windows, new_windowed=blocks_windowed(s))
@@ -421,6 +448,15 @@ def build_query_engine(
     words = focus_words(s)
     if embed_model is None and (settings.mode != "sparse" or words):  # focus embeds too
         embed_model = build_embed_model(s)
+    if embed_model is not None:  # a question embedded by another model ranks noise
+        from litrag.ingestion.embedder_record import check_embedder, embedder_key
+
+        try:
+            check_embedder(records, embedder_key(embed_model), chosen)
+        except Exception:
+            if not shared and hasattr(store, "close"):
+                store.close()
+            raise
     if settings.rank_through != "children" or not has_children(s, records, chosen):
         children_store = None  # ranked as blocks: what these books were ingested with
     elif children_store is None:

@@ -7,8 +7,8 @@ of the embedded store), ``LITRAG_LLM_URL`` / ``LITRAG_LLM_MODEL`` (an OpenAI-com
 such as ``vllm serve``), ``LITRAG_LLM_BACKEND`` (the client that talks to it: ``openai-like``,
 ``vllm`` or ``local``; see ``litrag.models.served``), ``LITRAG_LLM_API_KEY`` (the server's key),
 ``LITRAG_LLM_TEMPERATURE``, ``LITRAG_SEGMENT_URL`` / ``LITRAG_SEGMENT_MODEL`` (another server
-for segmentation, through the same backend), ``LITRAG_EMBED_MODEL`` (``minilm`` or a
-sentence-transformers folder).
+for segmentation, through the same backend), ``LITRAG_EMBED_MODEL`` (``minilm``, the ``fast``
+preset; ``nomic``, the ``quality`` preset; or a sentence-transformers folder).
 Answering: ``LITRAG_LOCAL_LLM`` (the packaged model started when no URL is set),
 ``LITRAG_MODELS`` (its folder), ``LITRAG_LLM_TIMEOUT`` (seconds), ``LITRAG_LLM_CONTEXT`` (tokens),
 ``LITRAG_RETRIEVAL`` (preset, with ``LITRAG_RETRIEVAL_<FIELD>`` overrides; see
@@ -37,6 +37,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 DEFAULT_COLLECTION = "litrag"
 RETRIEVAL_PRESETS = ("embedded", "paper")  # litrag.query.retriever.PRESETS (a test checks it)
+# Embedder presets (LITRAG_EMBED_MODEL takes either name): the packaged MiniLM, windowed, or
+# nomic-embed-text-v1.5 on llama.cpp (litrag.models.nomic; docs/results.md, issue 30).
+EMBED_PRESETS = {"fast": "minilm", "quality": "nomic"}
 LOCAL_MODELS = ("qwen2.5-1.5b", "qwen2.5-coder-1.5b", "qwen", "smollm2")  # local_model_path's
 # LITRAG_RETRIEVAL_<FIELD>: the RetrievalSettings fields the environment may override.
 RETRIEVAL_FIELDS: dict[str, type] = {
@@ -72,6 +75,7 @@ ENV_VARS = {
     "embed_model": "LITRAG_EMBED_MODEL",
     "embed_backend": "LITRAG_EMBED_BACKEND",
     "embed_precision": "LITRAG_EMBED_PRECISION",
+    "embed_threads": "LITRAG_EMBED_THREADS",
     "retrieval": "LITRAG_RETRIEVAL",
     "passage_order": "LITRAG_PASSAGE_ORDER",
     "focus_words": "LITRAG_FOCUS_WORDS",
@@ -270,7 +274,9 @@ class Settings(BaseModel):
     )
     embed_model: str = Field(
         default="minilm",
-        description="'minilm' (packaged) or a sentence-transformers folder (LITRAG_EMBED_MODEL).",
+        description="'minilm' (packaged; preset 'fast'), 'nomic' (nomic-embed-text-v1.5, "
+        "litrag[quality]; preset 'quality') or a sentence-transformers folder "
+        "(LITRAG_EMBED_MODEL).",
     )
     embed_backend: Literal["auto", "torch", "openvino"] = Field(
         default="auto",
@@ -280,6 +286,13 @@ class Settings(BaseModel):
     embed_precision: Literal["f32", "bf16"] = Field(
         default="f32",
         description="OpenVINO's arithmetic (LITRAG_EMBED_PRECISION): f32 gives torch's vectors.",
+    )
+    embed_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="CPU threads of the llama.cpp embedder (nomic; LITRAG_EMBED_THREADS); None: "
+        "every core. Where other jobs share the cores, 1 was 2.3x faster than 2 (its threads "
+        "wait for each other).",
     )
     segmenter: Literal["offline", "litseg-lite", "litseg"] | None = Field(
         default=None, description="None: litseg-lite when an LLM is configured, else offline."
@@ -376,12 +389,16 @@ class Settings(BaseModel):
     @field_validator("embed_model")
     @classmethod
     def _embed_model_exists(cls, v: str) -> str:
-        if v == "minilm":
+        v = EMBED_PRESETS.get(v, v)
+        if v in EMBED_PRESETS.values():
             return v
         path = Path(v).expanduser()
         if not path.is_dir():
             state = "is a file" if path.exists() else "does not exist"
-            raise ValueError(f"must be 'minilm' or a sentence-transformers folder, but {v} {state}")
+            raise ValueError(
+                f"must be minilm, nomic (presets fast, quality) or a sentence-transformers "
+                f"folder, but {v} {state}"
+            )
         return str(path)
 
     @field_validator("qdrant_url")

@@ -2,7 +2,7 @@
 # Create .venv (if needed) and install litrag with the extras named in $LITRAG_EXTRAS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="${LITRAG_EXTRAS:-dev,app,server,local-llm,eval,vllm,distill,narrative}"
+extras="${LITRAG_EXTRAS:-dev,app,server,local-llm,eval,vllm,distill,narrative,quality}"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
@@ -15,7 +15,7 @@ esac
 # llama.cpp built for a portable CPU baseline, never -march=native (see the script), before the
 # extra that names it, so pip finds it installed and neither builds nor reuses a cached native wheel.
 case ",$extras," in
-  *,local-llm,*) bash scripts/install_llama_cpp.sh .venv/bin/python ;;
+  *,local-llm,*|*,quality,*) bash scripts/install_llama_cpp.sh .venv/bin/python ;;
 esac
 .venv/bin/python -m pip install --quiet -e ".[${extras}]"
 

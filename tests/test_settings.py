@@ -123,8 +123,8 @@ BAD_SETTINGS = [
     (
         ["ingest", "x.txt"],
         {"LITRAG_EMBED_MODEL": "/nonexistent"},
-        "error: LITRAG_EMBED_MODEL must be 'minilm' or a sentence-transformers folder, but "
-        "/nonexistent does not exist",
+        "error: LITRAG_EMBED_MODEL must be minilm, nomic (presets fast, quality) or a "
+        "sentence-transformers folder, but /nonexistent does not exist",
     ),
     (
         ["books"],
@@ -220,7 +220,7 @@ def test_a_folder_that_is_no_embedding_model_is_named(monkeypatch, capsys, tmp_p
         err.strip()
         .splitlines()[-1]
         .startswith(
-            f"error: LITRAG_EMBED_MODEL must be 'minilm' or a sentence-transformers folder; "
+            f"error: LITRAG_EMBED_MODEL must be minilm, nomic or a sentence-transformers folder; "
             f"{tmp_path / 'empty'} does not load"
         )
     )

@@ -7,7 +7,18 @@ import sys
 from pathlib import Path
 
 from litrag import settings
-from litrag.cli import api, ask, assets, characters, distill, doctor, library, segment, verify
+from litrag.cli import (
+    api,
+    ask,
+    assets,
+    characters,
+    distill,
+    doctor,
+    embedders,
+    library,
+    segment,
+    verify,
+)
 from litrag.cli import eval as evaluation
 from litrag.cli.common import BUNDLED_BOOK
 from litrag.settings import SettingsError
@@ -21,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     for group in (
         segment,
         library,
+        embedders,
         verify,
         ask,
         api,
@@ -78,6 +90,9 @@ def _known_error(exc: BaseException) -> str | None:
     from litrag.ingestion.integrity import LibraryDamagedError
 
     if isinstance(exc, LibraryDamagedError):
+        return str(exc)
+    nomic = sys.modules.get("litrag.models.nomic_files")
+    if nomic is not None and isinstance(exc, nomic.NomicModelError):
         return str(exc)
     narrative = sys.modules.get("litrag.narrative.jsonfile")
     if narrative is not None and isinstance(exc, narrative.DamagedFileError):

@@ -166,7 +166,7 @@ def run_checks(
     done(check_cpu(cpu))
     done(check_llama_build(cpu))
     done(check_models(s.models_dir or s.home / "models"))
-    done(check_embeddings(s.embed_model))
+    done(check_embeddings(s.embed_model, s.models_dir or s.home / "models"))
     done(check_store(s, held_by=_held_by(s)))
     llm = done(check_llm(s))
     if not generate:

@@ -119,6 +119,7 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
             candidates=args.candidates,
             view=args.view,
             dense_vectors=args.dense_vectors,
+            embed_model=args.embed_model,
             bm25_avg_len=args.bm25_avg_len,
             bm25_windows=args.bm25_windows,
             bm25_window_kind=args.bm25_window_kind,
@@ -268,6 +269,7 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
     from litrag.eval.questions import load_questions, question_styles
     from litrag.eval.report import check_section, replace_section
     from litrag.eval.retrieval import evaluate_retrieval, parse_modes
+    from litrag.models.llama_server import LocalModelError
 
     check_at_least(args, top_k=1)
     data = settings.data_dir()
@@ -299,13 +301,14 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
                 top_k=args.top_k,
                 view=args.view,
                 dense_vectors=args.dense_vectors,
+                embed_model=args.embed_model,
                 bm25_windows=args.bm25_windows,
                 bm25_window_kind=args.bm25_window_kind,
                 intrinsic=False,
                 say=say,
             )
             sets.append(QuestionSet(name, run, question_styles(path)))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, LocalModelError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     text = markdown(sets[0], sets[1:], split, command)
@@ -324,6 +327,12 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
 BM25_WINDOWS_HELP = (
     "weight of each chunk's best 3-sentence window in its BM25 score, 0 to 1 (default: the "
     "library's, 0.3; 0: block BM25 alone)"
+)
+
+
+EMBED_MODEL_HELP = (
+    "the dense embedder: minilm (packaged, windowed; default), nomic (nomic-embed-text-v1.5, "
+    "the quality preset: needs litrag[quality]) or a sentence-transformers folder"
 )
 
 
@@ -388,6 +397,7 @@ def add_parsers(sub: Any) -> None:
         help="dense search over each chunk's sentence windows (MaxSim, as the library) or one "
         "vector per chunk",
     )
+    er.add_argument("--embed-model", default="minilm", help=EMBED_MODEL_HELP)
     er.add_argument("--bm25-avg-len", type=float, help="fixed BM25 avg_len (default: per book)")
     er.add_argument("--bm25-windows", type=_unit_float, help=BM25_WINDOWS_HELP)
     er.add_argument(
@@ -474,6 +484,7 @@ def add_parsers(sub: Any) -> None:
     eh.add_argument("--top-k", type=int, default=DEFAULT_TOP_K)
     eh.add_argument("--view", choices=["embed", "text", "nosubtitle"], default="embed")
     eh.add_argument("--dense-vectors", choices=["windows", "block"], default="windows")
+    eh.add_argument("--embed-model", default="minilm", help=EMBED_MODEL_HELP)
     eh.add_argument("--bm25-windows", type=_unit_float, help=BM25_WINDOWS_HELP)
     eh.add_argument(
         "--bm25-window-kind", choices=["sentences", "paragraphs"], help=BM25_WINDOW_KIND_HELP

@@ -33,6 +33,7 @@ only chunks and embeds what is new; LLM replies are cached too, so an interrupte
 from __future__ import annotations
 
 import resource
+import shutil
 import statistics
 import sys
 import time
@@ -51,7 +52,7 @@ from llama_index.core.vector_stores.types import (
 
 from litrag.chunkers.baselines import word_count
 from litrag.chunkers.children import aligned_book, book_children, collapse
-from litrag.eval.embedding_cache import CachedEmbedder, EmbeddingCache, windowed_minilm_embedder
+from litrag.eval.embedding_cache import CachedEmbedder, EmbeddingCache, harness_embedder
 from litrag.eval.environment import environment
 from litrag.eval.metrics import Aggregate, QuestionScore, aggregate
 from litrag.eval.questions import Book, Question, load_books
@@ -72,6 +73,7 @@ DEFAULT_ALPHA = 0.5
 View = Literal["embed", "text", "nosubtitle"]
 DenseVectors = Literal["windows", "block"]
 ONE_VECTOR_LABEL = "one vector per chunk (long chunks: windows of 254 word pieces, mean-pooled)"
+WHOLE_VECTOR_LABEL = "one vector per chunk, read whole (2,048 tokens)"
 Say = Callable[[str], None]
 
 
@@ -311,17 +313,22 @@ def evaluate_chunker(
     windows = None
     if dense_vectors == "windows":  # as the library stores blocks: MaxSim over sentence windows
         windows = SentenceWindowEncoder(embedder.embed)
+    name = (
+        slug(spec.key)
+        + ("" if view == "embed" else f"-{view}")
+        + ("-windows" if windows is not None else "")
+    )
+    # A fresh collection each run, config and all: chunks may have changed, and so may the
+    # embedder's dimension (a MiniLM run then a nomic run share the cache folder).
+    shutil.rmtree(Path(store_dir) / name, ignore_errors=True)
     store = QdrantEdgeVectorStore(
         path=store_dir,
-        collection_name=slug(spec.key)
-        + ("" if view == "embed" else f"-{view}")
-        + ("-windows" if windows is not None else ""),
+        collection_name=name,
         sparse_idf_scope="filter",
         window_doc_fn=windows,
         sparse_window_weight=_bm25_windows(bm25_windows),
         sparse_window_kind=_bm25_window_kind(bm25_window_kind),
     )
-    store.clear()  # a fresh collection each run: chunks may have changed
     try:
         for book in books:
             t0 = time.perf_counter()
@@ -448,6 +455,7 @@ def evaluate_retrieval(
     *,
     cache_dir: Path,
     embedder: CachedEmbedder | None = None,
+    embed_model: str = "minilm",
     top_k: int = DEFAULT_TOP_K,
     candidates: int | None = None,
     view: View = "embed",
@@ -468,7 +476,8 @@ def evaluate_retrieval(
     it names its own folder); ``reranker`` enables the ``rerank`` modes, which are skipped with a
     line said when it is None. ``on_chunker`` gets the partial run after each chunker but the last
     (the CLI writes partial reports with it, so a long run stopped midway still leaves its
-    finished rows).
+    finished rows). ``embed_model`` names the embedder built when ``embedder`` is None:
+    ``minilm`` (windowed), ``nomic`` or a sentence-transformers folder.
     """
     t_start = time.perf_counter()
     if llm is not None and llm.cache_dir is None:
@@ -489,7 +498,7 @@ def evaluate_retrieval(
     cache = None
     if embedder is None:
         cache = EmbeddingCache(cache_dir / "embeddings.sqlite")
-        embedder = windowed_minilm_embedder(cache, say=say)
+        embedder = harness_embedder(cache, embed_model, say=say)
     specs = chunker_specs(chunkers, llm, embedder)
     comp0, cached0 = embedder.computed, embedder.cached
     results: list[ChunkerResult] = []
@@ -502,7 +511,7 @@ def evaluate_retrieval(
         "dense_vectors": (
             SentenceWindowEncoder(embedder.embed).describe() + " (the library's default)"
             if dense_vectors == "windows"
-            else ONE_VECTOR_LABEL
+            else (WHOLE_VECTOR_LABEL if embed_model == "nomic" else ONE_VECTOR_LABEL)
         ),
         "bm25_avg_len": bm25_avg_len or "fitted per book",
         "bm25_windows": _bm25_windows(bm25_windows),

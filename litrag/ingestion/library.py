@@ -34,6 +34,7 @@ from litrag.chunkers.children import ParagraphAligner, block_children
 from litrag.ingestion.book_points import BookScan, book_filter, count_points
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.damage import REPAIR, LibraryDamagedError, Problem
+from litrag.ingestion.embedder_record import check_embedder, embedder_key
 from litrag.ingestion.gutenberg import DEFAULT_MAX_BYTES, BookLoadError, load_book
 from litrag.ingestion.mirror import discover
 from litrag.ingestion.prefetch import Prefetched, Prefetcher
@@ -110,9 +111,7 @@ class Library:
         # Each block's characters in its payload.
         self.characters = characters
         self.home.mkdir(parents=True, exist_ok=True)
-        self.store = vector_store
-        self.embed_model = embed_model
-        self.parser = parser
+        self.store, self.embed_model, self.parser = vector_store, embed_model, parser
         if parser is not None:
             parser.id_func = node_id_for
         self.batch_chapters = batch_chapters
@@ -218,6 +217,7 @@ class Library:
         that lead out of a folder too."""
         if self.parser is None or self.embed_model is None:
             raise ValueError("this Library was opened without a parser and embedder: read-only")
+        check_embedder(self.books(), embedder_key(self.embed_model))  # one model a library
         report = IngestReport()
         say = on_event or (lambda _msg: None)
         pending = pending_removal(self.home)
@@ -364,6 +364,7 @@ class Library:
             chapters=len(docs),
             nodes=0,
             segmenter=str(self.parser.segmenter),
+            embedder=embedder_key(self.embed_model),
             source=source_path(file),
             fingerprint=fp,
             catalog=catalog_row or {},
@@ -443,9 +444,7 @@ class Library:
 
     def _count_children(self, book_id: str) -> int:
         """The book's paragraph children in their store (0 without one)."""
-        if self.children_store is None:
-            return 0
-        return count_points(self.children_store, book_id)
+        return 0 if self.children_store is None else count_points(self.children_store, book_id)
 
     def _store_children(self, blocks: list[BaseNode], chapters: list[Any], timer: _Timer) -> float:
         """Embed and store the paragraph children of a batch's (aligned, stored) blocks;

@@ -35,6 +35,7 @@ class BookRecord:
     seconds: dict[str, float] = field(default_factory=dict)
     catalog: dict[str, Any] = field(default_factory=dict)  # its pg_catalog.csv row, if given
     children: int = 0  # paragraph children stored to rank its blocks (0: ranked as blocks)
+    embedder: str = ""  # the model that embedded it ("": before this was recorded: MiniLM)
 
 
 def read_registry(home: Path) -> list[BookRecord]:

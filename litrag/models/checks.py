@@ -24,7 +24,7 @@ from typing import Any, Literal, TypedDict
 
 from litrag.models import llama_server as ll
 from litrag.models.served import CLIENTS
-from litrag.settings import Settings, llm_backend
+from litrag.settings import Settings, home, llm_backend
 
 Status = Literal["ok", "warn", "fail", "info"]
 
@@ -233,7 +233,9 @@ def check_models(models_dir: Path) -> Check:
     return Check("models", status, " · ".join(parts), data)
 
 
-def check_embeddings(embed_model: str) -> Check:
+def check_embeddings(embed_model: str, models_dir: Path | None = None) -> Check:
+    if embed_model == "nomic":
+        return check_nomic(models_dir)
     if embed_model != "minilm":
         path = Path(embed_model)
         ok = path.is_dir()
@@ -251,6 +253,31 @@ def check_embeddings(embed_model: str) -> Check:
         )
     return Check(
         "embeddings", "ok", f"packaged all-MiniLM-L6-v2 ({Path(spec.origin or '').parent})"
+    )
+
+
+def check_nomic(models_dir: Path | None) -> Check:
+    """The quality embedder: assembled already, or its packages there to assemble it."""
+    from litrag.models import nomic_files as nf
+    from litrag.models.nomic import DEFAULT_QUANT
+
+    folder = Path(models_dir or home() / "models")
+    made = folder / nf.F16_FILE.replace(".f16.", f".{DEFAULT_QUANT}.")
+    if made.is_file() and (folder / nf.F16_FILE).is_file():
+        return Check("embeddings", "ok", f"{nf.NOMIC_NAME} {DEFAULT_QUANT} at {made}")
+    try:
+        nf.slice_paths()
+    except nf.NomicModelError as exc:
+        return Check("embeddings", "fail", str(exc))
+    if importlib.util.find_spec("llama_cpp") is None:
+        return Check(
+            "embeddings", "fail", f"{nf.NOMIC_NAME} needs llama-cpp-python: {nf.QUALITY_EXTRA}"
+        )
+    return Check(
+        "embeddings",
+        "ok",
+        f"{nf.NOMIC_NAME}: packages installed; assembled at first use or by "
+        "`litrag models install nomic`",
     )
 
 
