@@ -30,6 +30,9 @@ PointId = int | uuid.UUID | str
 NamedVector = list[float] | list[list[float]] | qe.SparseVector
 
 NODE_ID_KEY = "_node_id"  # the original node id, kept flat beside the point's UUID
+# Each sentence's BM25 term ids (window_bm25.sentence_terms), so that BM25 over sentence
+# windows re-scores a pool of candidates without splitting their sentences at query time.
+SENTENCE_TERMS_KEY = "_sentence_terms"
 # What metadata_dict_to_node reads: fetching only these halves query-side payload decoding.
 _NODE_KEYS = ["_node_content", "_node_type"]
 _ID_NAMESPACE = uuid.UUID("6f1c9a52-3d0e-4b8a-9c55-0b7e1d2f4a10")  # for non-UUID node ids
@@ -62,9 +65,10 @@ def node_id_to_point_id(node_id: str) -> uuid.UUID:
         return uuid.uuid5(_ID_NAMESPACE, str(node_id))
 
 
-def node_payload() -> qe.PayloadSelector:
-    """The payload keys a node is decoded from (not its flat metadata copies)."""
-    return qe.PayloadSelector.Include(_NODE_KEYS)
+def node_payload(sentence_terms: bool = False) -> qe.PayloadSelector:
+    """The payload keys a node is decoded from (not its flat metadata copies), and its
+    sentences' term ids with ``sentence_terms``."""
+    return qe.PayloadSelector.Include(_NODE_KEYS + ([SENTENCE_TERMS_KEY] if sentence_terms else []))
 
 
 def node_to_point(
@@ -73,9 +77,11 @@ def node_to_point(
     sparse: tuple[Iterable[int], Iterable[float]] | None,
     windows: Sequence[Sequence[float]] | None,
     flat_metadata: bool,
+    sentence_terms: list[list[int]] | None = None,
 ) -> qe.Point:
     """The point of ``node``: its dense vector, its sparse one (given), its window vectors (given
-    where the collection keeps them) and its payload; wrong vector sizes are a ``ValueError``."""
+    where the collection keeps them) and its payload, with its sentences' BM25 term ids when
+    given; wrong vector sizes are a ``ValueError``."""
     dim = config.dense_dim
     emb = node.get_embedding()
     if len(emb) != dim:
@@ -90,6 +96,8 @@ def node_to_point(
         vector[windowed] = [floats(w) for w in windows]
     payload = node_to_metadata_dict(node, remove_text=False, flat_metadata=flat_metadata)
     payload[NODE_ID_KEY] = node.node_id
+    if sentence_terms is not None:
+        payload[SENTENCE_TERMS_KEY] = sentence_terms
     return qe.Point(id=node_id_to_point_id(node.node_id), vector=vector, payload=payload)
 
 

@@ -25,6 +25,7 @@ from llama_index.core.vector_stores.types import (
 
 from litrag.query.edge_filters import match_any, metadata_filters_to_edge
 from litrag.query.edge_points import (
+    SENTENCE_TERMS_KEY,
     PointId,
     SparseEncoderCallable,
     floats,
@@ -134,7 +135,7 @@ class EdgeSearch:
             limit=limit,
             query=qe.Query.Nearest(vec, using=self.config.sparse_vector_name),
             filter=flt,
-            with_payload=node_payload(),
+            with_payload=node_payload(sentence_terms=window_weight > 0),
             params=self._idf_params(flt),
         )
 
@@ -148,13 +149,19 @@ class EdgeSearch:
     ) -> tuple[list[qe.ScoredPoint], list[float] | None]:
         """The sparse candidates re-scored by their best sentence window and cut to the asked
         length, with their new scores (see window_bm25); as they came when the weight is 0.
-        Only the text is read from the pool's payloads: whole nodes are decoded for the kept."""
+        Only the text (or the sentences' term ids, where the point keeps them) is read from the
+        pool's payloads: whole nodes are decoded for the kept."""
         if weight <= 0 or not points:
             return list(points), None
         limit = query.sparse_top_k or query.similarity_top_k
         idf = self.query_idf(query, flt)
-        texts = [json.loads(p.payload["_node_content"]).get("text", "") for p in points]
-        ranked = rescore(texts, [float(p.score) for p in points], idf, weight, kind=kind)[:limit]
+        stored = [p.payload.get(SENTENCE_TERMS_KEY) for p in points]
+        texts = [
+            "" if kept is not None and kind == "sentences" else _text(p)
+            for p, kept in zip(points, stored, strict=True)
+        ]
+        scores = [float(p.score) for p in points]
+        ranked = rescore(texts, scores, idf, weight, kind=kind, stored=stored)[:limit]
         return [points[i] for i, _ in ranked], [score for _, score in ranked]
 
     def query_idf(self, query: VectorStoreQuery, flt: qe.Filter | None) -> dict[int, float]:
@@ -194,3 +201,7 @@ class EdgeSearch:
         if self.idf_scope == "filter" and flt is not None:
             return qe.SearchParams(idf=qe.IdfParams(corpus=flt))
         return None
+
+
+def _text(point: qe.ScoredPoint) -> str:
+    return json.loads(point.payload["_node_content"]).get("text", "")

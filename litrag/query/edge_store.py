@@ -66,7 +66,7 @@ from litrag.query.edge_points import (
 from litrag.query.edge_schema import DOC_ID_KEY, SHARD_DIR, EdgeStoreConfig, remove_owner
 from litrag.query.edge_search import EdgeSearch, HybridFusionCallable
 from litrag.query.fusion import reciprocal_rank_fusion, relative_score_fusion
-from litrag.query.window_bm25 import DEFAULT_POOL, WindowKind
+from litrag.query.window_bm25 import DEFAULT_POOL, WindowKind, sentence_terms
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -285,6 +285,11 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
                 sparse = self._sparse_doc_fn(
                     [n.get_content(metadata_mode=MetadataMode.EMBED) for n in batch]
                 )
+            terms = None
+            if self._sparse_doc_fn is not None:  # BM25 over windows re-scores from these
+                terms = [
+                    sentence_terms(n.get_content(metadata_mode=MetadataMode.NONE)) for n in batch
+                ]
             windows = None
             if windowed:
                 assert self._window_doc_fn is not None  # checked above
@@ -300,6 +305,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
                         (sparse[0][i], sparse[1][i]) if sparse is not None else None,
                         windows[i] if windows is not None else None,
                         self.flat_metadata,
+                        terms[i] if terms is not None else None,
                     )
                 )
                 ids.append(node.node_id)

@@ -37,8 +37,11 @@ WindowKind = Literal["sentences", "paragraphs"]
 WINDOW_KINDS: tuple[WindowKind, ...] = ("sentences", "paragraphs")
 
 
+Pieces = tuple[tuple[Counter[int], int], ...]  # (term-id counts, length) of each piece
+
+
 @lru_cache(maxsize=4096)
-def window_terms(text: str) -> tuple[tuple[Counter[int], int], ...]:
+def window_terms(text: str) -> Pieces:
     """Term-id counts and length (in terms) of each sentence window of ``text``; cached, since
     the same blocks come back for question after question about a book."""
     from litrag.segment.sentences import sentence_windows
@@ -47,6 +50,33 @@ def window_terms(text: str) -> tuple[tuple[Counter[int], int], ...]:
     for window in sentence_windows(text, WINDOW_SENTENCES, WINDOW_STRIDE):
         terms = tokenize(window)
         out.append((Counter(term_id(t) for t in terms), len(terms)))
+    return tuple(out)
+
+
+def sentence_terms(text: str) -> list[list[int]]:
+    """The term ids of each sentence of ``text`` (as ``sentence_windows`` cuts them), in order:
+    what a store keeps beside a point so that ``windows_of`` gives ``window_terms(text)`` at
+    query time without splitting sentences again (Punkt is ~1-2 ms a text, over a pool of 100).
+
+    A window's text is its sentences joined by single spaces, and ``tokenize`` splits at spaces,
+    so its terms are its sentences' terms, in order."""
+    from litrag.segment.sentences import split_sentences
+
+    sents = [s.flat for s in split_sentences(text)] or [text.strip() or " "]
+    return [[term_id(t) for t in tokenize(s)] for s in sents]
+
+
+def windows_of(terms: Sequence[Sequence[int]]) -> Pieces:
+    """``window_terms`` of a text from its ``sentence_terms``: the same windows (``size``
+    sentences every ``stride``, the last one ending the text), counts and lengths."""
+    n = len(terms)
+    starts = list(range(0, max(1, n - WINDOW_SENTENCES + 1), WINDOW_STRIDE))
+    if starts[-1] + WINDOW_SENTENCES < n:
+        starts.append(n - WINDOW_SENTENCES)
+    out = []
+    for a in starts:
+        ids = [t for sentence in terms[a : a + WINDOW_SENTENCES] for t in sentence]
+        out.append((Counter(ids), len(ids)))
     return tuple(out)
 
 
@@ -70,13 +100,21 @@ def best_window_scores(
     kind: WindowKind = "sentences",
     k1: float = DEFAULT_K1,
     b: float = DEFAULT_B,
+    stored: Sequence[Sequence[Sequence[int]] | None] | None = None,
 ) -> list[float]:
     """Each text's best piece BM25 score for a query whose terms have these ``idf`` weights;
-    length is normalised by the mean piece length over the candidates."""
+    length is normalised by the mean piece length over the candidates. ``stored``: each text's
+    ``sentence_terms`` where the store kept them (None: cut from the text), for sentences."""
     if kind not in WINDOW_KINDS:
         raise ValueError(f"unknown window kind {kind!r}: use one of {', '.join(WINDOW_KINDS)}")
     pieces = window_terms if kind == "sentences" else child_terms
-    per_text = [pieces(t) for t in texts]
+    if kind == "sentences" and stored is not None:
+        per_text = [
+            pieces(t) if kept is None else windows_of(kept)
+            for t, kept in zip(texts, stored, strict=True)
+        ]
+    else:
+        per_text = [pieces(t) for t in texts]
     lengths = [n for windows in per_text for _, n in windows]
     avg_len = (sum(lengths) / len(lengths)) if lengths and sum(lengths) else 1.0
     out = []
@@ -112,12 +150,16 @@ def rescore(
     kind: WindowKind = "sentences",
     k1: float = DEFAULT_K1,
     b: float = DEFAULT_B,
+    stored: Sequence[Sequence[Sequence[int]] | None] | None = None,
 ) -> list[tuple[int, float]]:
-    """(candidate index, mixed score), best first; ties keep the engine's order."""
+    """(candidate index, mixed score), best first; ties keep the engine's order. ``stored``:
+    as ``best_window_scores``."""
     if len(texts) != len(block_scores):
         raise ValueError("one block score per text")
     window = (
-        best_window_scores(texts, idf, kind=kind, k1=k1, b=b) if weight > 0 else [0.0] * len(texts)
+        best_window_scores(texts, idf, kind=kind, k1=k1, b=b, stored=stored)
+        if weight > 0
+        else [0.0] * len(texts)
     )
     mixed = mix_scores(block_scores, window, weight)
     order = sorted(range(len(texts)), key=lambda i: (-mixed[i], i))
