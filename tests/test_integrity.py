@@ -418,6 +418,9 @@ def test_upto_chapter_past_the_book_is_refused(clean, capsys):
     code, _, err = run(clean, "ask", QUESTION, "--no-llm", "--upto-chapter", "999", capsys=capsys)
     assert code == 2
     assert error_line(err) == "error: --upto-chapter must be a chapter of the book (1), got 999"
+    code, _, err = run(clean, "ask", QUESTION, "--no-llm", "--upto-chapter", "0", capsys=capsys)
+    assert code == 2  # issue 34: 0 was taken (and asked about nothing)
+    assert error_line(err) == "error: --upto-chapter must be a chapter of the book (1), got 0"
 
 
 def test_points_of_no_book_are_found_and_dropped(damaged, clean_citations, capsys):

@@ -82,7 +82,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
             retrieval=args.retrieval,
         )
         most = max((r.chapters for r in records if r.book_id in books), default=None)
-        request.check_chapters(most, "--upto-chapter")
+        request.check_chapters(most, "--upto-chapter", first=1)
     except AskRequestError as exc:
         return fail(str(exc))
     question = request.question

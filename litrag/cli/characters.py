@@ -26,7 +26,7 @@ def _cmd_characters(args: argparse.Namespace) -> int:
         have = ", ".join(sorted(records)) or "none"
         return _fail(f"no book {args.book!r} in {s.home} (loaded books: {have}; see: litrag books)")
     n = args.upto_chapter
-    if n is not None and not 0 <= n <= record.chapters:
+    if n is not None and not 1 <= n <= record.chapters:  # 0 listed nobody: not a chapter
         return _fail(f"--upto-chapter must be a chapter of the book (1-{record.chapters}), got {n}")
     if args.top < 1:
         return _fail(f"--top must be at least 1, got {args.top}")
