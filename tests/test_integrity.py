@@ -414,6 +414,42 @@ def test_ctrl_c_during_ingest_says_what_was_saved(book, tmp_path):
     assert "0 of 1 chapters of pg215 stored" in line
 
 
+def test_a_book_being_ingested_is_said_so_not_called_unfinished(books_dir, tmp_path, capsys):
+    """Issue 34: while an ingest ran, ``ask`` said "its ingest did not finish: rerun it" and
+    ``characters`` said to install an extra that is installed. Asked while a real ``litrag
+    ingest`` of the whole book holds the library, then after it is stopped with Ctrl-C."""
+    whole = tmp_path / "wild.txt"
+    shutil.copy(books_dir / "pg215_call_of_the_wild.txt", whole)
+    home = tmp_path / "home"
+    proc = spawn_ingest(whole, home)
+    try:
+        registry = home / "books.json"
+        deadline = time.time() + 300
+        while time.time() < deadline and not registry.exists():
+            time.sleep(0.05)
+        asked = run(home, "ask", QUESTION, "--no-llm", "--book", "pg215", capsys=capsys)
+        listed = run(home, "characters", "pg215", capsys=capsys)
+        assert proc.poll() is None, "the ingest ended before the book was asked about"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=300)
+    for code, _, err in (asked, listed):
+        line = error_line(err)
+        assert code == 2 and line.startswith(
+            f"error: pg215 is being ingested now (by pid {proc.pid} "
+        )
+        assert " ingest -q " in line and "rerun" not in line and "install" not in line
+    assert error_line(asked[2]).endswith(": ask again when it finishes")
+    assert error_line(listed[2]).endswith(": its characters are listed when it finishes")
+    # stopped: now it is unfinished, and a rerun is the advice
+    code, _, err = run(home, "ask", QUESTION, "--no-llm", "--book", "pg215", capsys=capsys)
+    assert code == 2 and "its ingest did not finish: rerun it" in error_line(err)
+    code, _, err = run(home, "characters", "pg215", capsys=capsys)
+    assert code == 2 and error_line(err) == (
+        f"error: pg215: its ingest did not finish: rerun it with litrag ingest {whole.resolve()}"
+    )
+
+
 def test_upto_chapter_past_the_book_is_refused(clean, capsys):
     code, _, err = run(clean, "ask", QUESTION, "--no-llm", "--upto-chapter", "999", capsys=capsys)
     assert code == 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,31 @@ def migrate_sources(path: Path, bases: tuple[Path, ...] = ()) -> int:
         except OSError:  # a read-only library: resolved again at the next open
             return 0
     return changed
+
+
+def ingest_running(home: Path, collection: str) -> str | None:
+    """The ``litrag ingest`` holding the library's embedded store right now (a live process on
+    this machine, not this one), else None. Read from the store's owner file, without opening
+    the store: a book whose registry row still says "ingesting" is then being ingested, not
+    left half-done."""
+    path = Path(home) / "index" / collection / "owner.json"
+    try:
+        owner = json.loads(path.read_text(encoding="utf-8"))
+        pid = int(owner["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if pid == os.getpid() or owner.get("host") != socket.gethostname():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:  # killed: its owner file was left behind
+        return None
+    except PermissionError:  # alive, another user's
+        pass
+    command = str(owner.get("command") or "")
+    if " ingest" not in f" {command}":  # a chat UI or a verify holds it: no claim made
+        return None
+    return f"pid {pid} `{command}`"
 
 
 def write_rows(path: Path, rows: dict[str, dict[str, Any]]) -> None:
