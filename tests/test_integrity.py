@@ -361,6 +361,35 @@ def test_verify_refuses_to_guess_without_the_source(damaged, book, tmp_path, cap
     assert "litrag ingest" in out
 
 
+def test_a_source_that_is_missing_or_changed_is_named(damaged, book, tmp_path, capsys):
+    """Issue 34: a registry row whose source file was deleted (a refused upload removed it) or
+    replaced by another book's text passed verify. Both are named now; the repair does not
+    re-ingest the wrong text, and ``litrag ingest`` from the book's new place clears it."""
+    copy = tmp_path / "wild.txt"
+    shutil.copy(book, copy)
+    rows = json.loads((damaged / "books.json").read_text())
+    assert rows["pg215"]["source_digest"]  # recorded at ingest
+    rows["pg215"]["source"] = str(copy)  # the same bytes, somewhere this test may change
+    (damaged / "books.json").write_text(json.dumps(rows))
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 0 and out.startswith("ok: 1 book"), out
+    copy.write_text(book.read_text(encoding="utf-8").replace("Buck", "Bick"), encoding="utf-8")
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1
+    assert f"problem: pg215 (The Call of the Wild): its source {copy} changed since it was" in out
+    assert f"run `litrag ingest {copy}` to take the new text" in out
+    code, out, _ = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 1 and f"error: pg215 (The Call of the Wild): its source {copy} changed" in out
+    assert "repaired:" not in out  # nothing was ingested from the changed file
+    copy.unlink()
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1 and f"its source {copy} is missing: its blocks still answer" in out
+    code, out, err = run(damaged, "ingest", "-q", str(book), capsys=capsys)  # found elsewhere
+    assert code == 0 and "unchanged 1" in out, err
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 0 and out.startswith("ok: 1 book"), out
+
+
 def test_a_crash_between_the_store_write_and_the_registry_write(
     book, tmp_path, clean_citations, capsys, monkeypatch
 ):

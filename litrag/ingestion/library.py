@@ -40,6 +40,7 @@ from litrag.ingestion.prefetch import Prefetched, Prefetcher
 from litrag.ingestion.registry import (
     REGISTRY_NAME,
     BookRecord,
+    file_digest,
     migrate_sources,
     read_registry,
     read_rows,
@@ -330,10 +331,13 @@ class Library:
             if stored == old.nodes and indexed and kids == old.children:
                 report.unchanged.append(book.book_id)
                 say(f"  {book.book_id} unchanged")
+                seen = (old.catalog, old.source, old.source_digest)
                 if catalog_row and old.catalog != catalog_row:  # metadata only: no re-ingest
                     old.catalog = catalog_row
                     old.title = catalog_row.get("title") or old.title
                     old.author = _catalog_author(catalog_row) or old.author
+                old.source, old.source_digest = source_path(file), file_digest(file)  # as now
+                if (old.catalog, old.source, old.source_digest) != seen:
                     self._save_record(old)
                 return
             # Never "unchanged" for a book whose points are gone: ingest it again (the cache
@@ -367,6 +371,7 @@ class Library:
             source=source_path(file),
             fingerprint=fp,
             catalog=catalog_row or {},
+            source_digest=file_digest(file),
         )
         self._save_record(record)
         timer = _Timer()

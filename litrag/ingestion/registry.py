@@ -7,6 +7,7 @@ records, is a ``LibraryDamagedError`` naming the repair.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -36,6 +37,7 @@ class BookRecord:
     seconds: dict[str, float] = field(default_factory=dict)
     catalog: dict[str, Any] = field(default_factory=dict)  # its pg_catalog.csv row, if given
     children: int = 0  # paragraph children stored to rank its blocks (0: ranked as blocks)
+    source_digest: str = ""  # sha256 of the source file as ingested ("": an older registry)
 
 
 def read_registry(home: Path) -> list[BookRecord]:
@@ -68,6 +70,15 @@ def read_rows(path: Path) -> dict[str, dict[str, Any]]:
             ]
         )
     return rows
+
+
+def file_digest(file: str | os.PathLike[str]) -> str:
+    """The sha256 of a file's bytes, read in pieces (a book may be hundreds of megabytes)."""
+    h = hashlib.sha256()
+    with open(file, "rb") as f:
+        while piece := f.read(1 << 20):
+            h.update(piece)
+    return h.hexdigest()
 
 
 def source_path(file: str | os.PathLike[str]) -> str:
