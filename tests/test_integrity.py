@@ -307,6 +307,25 @@ def test_a_store_file_cut_short_is_named_and_repaired(damaged, clean_citations, 
     assert citations(damaged, capsys) == clean_citations
 
 
+def test_a_children_store_file_cut_short_is_named_and_repaired(damaged, clean_citations, capsys):
+    """Issue 33's "any one file of the store": a file of the paragraph children's shard cut
+    short was named when asking, but ``verify`` failed on it and ``verify --repair`` too, each
+    saying to run ``verify --repair``. Now it is named, set aside, and the children rebuilt."""
+    kids = damaged / "index" / "litrag-children" / "shard"
+    (path,) = kids.glob("segments/*/segment.json")
+    with open(path, "r+b") as fh:
+        fh.truncate(path.stat().st_size // 2)
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1 and f"problem: the store {kids} is damaged (" in out, out
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert f"repaired: set the damaged store {kids} aside as shard.damaged-" in out
+    assert "repaired: pg215: ingested again" in out
+    rows = json.loads((damaged / "books.json").read_text())
+    assert rows["pg215"]["children"] > 0
+    assert citations(damaged, capsys) == clean_citations
+
+
 def test_truncated_registry_is_named_and_rebuilt_from_the_store(
     damaged, book, clean_citations, capsys
 ):

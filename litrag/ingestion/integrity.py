@@ -313,6 +313,9 @@ def check_library_files(
         problems.extend(found)
     if not found:
         problems.extend(_check_shard(folder, repair, done))
+    kids = home / "index" / f"{collection}-children"  # the paragraph children's own shard
+    if kids.is_dir():
+        problems.extend(_check_shard(kids, repair, done))
     return problems, done
 
 
@@ -391,6 +394,14 @@ def verify_library(
         elif scan.points != rec.nodes:
             p = Problem(
                 f"{label}: the registry lists {rec.nodes} blocks but the store holds {scan.points}",
+                f"{REPAIR} (re-ingests it from {rec.source or 'its source'})",
+                "points",
+                book_id,
+            )
+        elif rec.children and (kids := _children_of(library, book_id)) != rec.children:
+            p = Problem(
+                f"{label}: the registry lists {rec.children} paragraph children but the store "
+                f"holds {kids}",
                 f"{REPAIR} (re-ingests it from {rec.source or 'its source'})",
                 "points",
                 book_id,
@@ -497,6 +508,12 @@ def verify_library(
         say("building the search index")
         store.optimize()
     return problems, done
+
+
+def _children_of(library: Library, book_id: str) -> int | None:
+    """The book's points in the children's collection (None: the library has none)."""
+    store = getattr(library, "children_store", None)
+    return None if store is None else count_points(store, book_id)
 
 
 def source_problem(rec: BookRecord) -> Problem | None:
