@@ -44,6 +44,7 @@ from litrag.ingestion.registry import (
     migrate_sources,
     read_registry,
     read_rows,
+    refresh_record,
     source_path,
     write_rows,
 )
@@ -331,14 +332,8 @@ class Library:
             if stored == old.nodes and indexed and kids == old.children:
                 report.unchanged.append(book.book_id)
                 say(f"  {book.book_id} unchanged")
-                seen = (old.catalog, old.source, old.source_digest)
-                if catalog_row and old.catalog != catalog_row:  # metadata only: no re-ingest
-                    old.catalog = catalog_row
-                    old.title = catalog_row.get("title") or old.title
-                    old.author = _catalog_author(catalog_row) or old.author
-                old.source, old.source_digest = source_path(file), file_digest(file)  # as now
-                if (old.catalog, old.source, old.source_digest) != seen:
-                    self._save_record(old)
+                if refresh_record(old, file, catalog_row, _catalog_author(catalog_row)):
+                    self._save_record(old)  # metadata or the file's place only: no re-ingest
                 return
             # Never "unchanged" for a book whose points are gone: ingest it again (the cache
             # gives back its segmentation and embeddings).

@@ -81,6 +81,24 @@ def file_digest(file: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
+def refresh_record(
+    rec: BookRecord,
+    file: str | os.PathLike[str],
+    catalog_row: dict[str, Any] | None,
+    author: str | None,
+) -> bool:
+    """An unchanged book's row brought up to date without ingesting it: its catalog row (title,
+    ``author``) and where its file is now (the same text, perhaps moved: ``verify`` checks the
+    source it names). True when the row changed."""
+    before = (rec.catalog, rec.title, rec.author, rec.source, rec.source_digest)
+    if catalog_row and rec.catalog != catalog_row:
+        rec.catalog = catalog_row
+        rec.title = catalog_row.get("title") or rec.title
+        rec.author = author or rec.author
+    rec.source, rec.source_digest = source_path(file), file_digest(file)
+    return (rec.catalog, rec.title, rec.author, rec.source, rec.source_digest) != before
+
+
 def source_path(file: str | os.PathLike[str]) -> str:
     """A book's source as the registry keeps it: absolute and resolved, so that a repair run
     from any working directory finds the file the book was ingested from."""
