@@ -70,6 +70,16 @@ def test_the_cli_names_its_flags_and_the_chapter_bound() -> None:
     assert str(info.value) == "--upto-chapter must be a chapter of the book (1-3), got 9"
     r.check_chapters(None)  # chapters unknown: the model's own bound only
     AskRequest.parse(**GOOD, upto_chapter=3).check_chapters(3)
+    # the CLI counts chapters from 1 (issue 34: `--upto-chapter 0` was taken); the slider's 0 stays
+    zero = AskRequest.parse(names, **GOOD, upto_chapter=0)
+    with pytest.raises(AskRequestError) as info:
+        zero.check_chapters(3, "--upto-chapter", first=1)
+    assert str(info.value) == "--upto-chapter must be a chapter of the book (1-3), got 0"
+    with pytest.raises(
+        AskRequestError, match=r"^--upto-chapter must be a chapter from 1 on, got 0$"
+    ):
+        zero.check_chapters(None, "--upto-chapter", first=1)
+    zero.check_chapters(3)
     assert len(AskRequest.parse(question="x" * MAX_QUESTION_CHARS, books=["b"]).question) == 2000
 
 

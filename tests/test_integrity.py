@@ -307,6 +307,25 @@ def test_a_store_file_cut_short_is_named_and_repaired(damaged, clean_citations, 
     assert citations(damaged, capsys) == clean_citations
 
 
+def test_a_children_store_file_cut_short_is_named_and_repaired(damaged, clean_citations, capsys):
+    """Issue 33's "any one file of the store": a file of the paragraph children's shard cut
+    short was named when asking, but ``verify`` failed on it and ``verify --repair`` too, each
+    saying to run ``verify --repair``. Now it is named, set aside, and the children rebuilt."""
+    kids = damaged / "index" / "litrag-children" / "shard"
+    (path,) = kids.glob("segments/*/segment.json")
+    with open(path, "r+b") as fh:
+        fh.truncate(path.stat().st_size // 2)
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1 and f"problem: the store {kids} is damaged (" in out, out
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert f"repaired: set the damaged store {kids} aside as shard.damaged-" in out
+    assert "repaired: pg215: ingested again" in out
+    rows = json.loads((damaged / "books.json").read_text())
+    assert rows["pg215"]["children"] > 0
+    assert citations(damaged, capsys) == clean_citations
+
+
 def test_truncated_registry_is_named_and_rebuilt_from_the_store(
     damaged, book, clean_citations, capsys
 ):
@@ -359,6 +378,35 @@ def test_verify_refuses_to_guess_without_the_source(damaged, book, tmp_path, cap
     assert code == 1
     assert "cannot re-derive it: its source" in out and "is gone" in out
     assert "litrag ingest" in out
+
+
+def test_a_source_that_is_missing_or_changed_is_named(damaged, book, tmp_path, capsys):
+    """Issue 34: a registry row whose source file was deleted (a refused upload removed it) or
+    replaced by another book's text passed verify. Both are named now; the repair does not
+    re-ingest the wrong text, and ``litrag ingest`` from the book's new place clears it."""
+    copy = tmp_path / "wild.txt"
+    shutil.copy(book, copy)
+    rows = json.loads((damaged / "books.json").read_text())
+    assert rows["pg215"]["source_digest"]  # recorded at ingest
+    rows["pg215"]["source"] = str(copy)  # the same bytes, somewhere this test may change
+    (damaged / "books.json").write_text(json.dumps(rows))
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 0 and out.startswith("ok: 1 book"), out
+    copy.write_text(book.read_text(encoding="utf-8").replace("Buck", "Bick"), encoding="utf-8")
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1
+    assert f"problem: pg215 (The Call of the Wild): its source {copy} changed since it was" in out
+    assert f"run `litrag ingest {copy}` to take the new text" in out
+    code, out, _ = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 1 and f"error: pg215 (The Call of the Wild): its source {copy} changed" in out
+    assert "repaired:" not in out  # nothing was ingested from the changed file
+    copy.unlink()
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1 and f"its source {copy} is missing: its blocks still answer" in out
+    code, out, err = run(damaged, "ingest", "-q", str(book), capsys=capsys)  # found elsewhere
+    assert code == 0 and "unchanged 1" in out, err
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 0 and out.startswith("ok: 1 book"), out
 
 
 def test_a_crash_between_the_store_write_and_the_registry_write(
@@ -414,10 +462,49 @@ def test_ctrl_c_during_ingest_says_what_was_saved(book, tmp_path):
     assert "0 of 1 chapters of pg215 stored" in line
 
 
+def test_a_book_being_ingested_is_said_so_not_called_unfinished(books_dir, tmp_path, capsys):
+    """Issue 34: while an ingest ran, ``ask`` said "its ingest did not finish: rerun it" and
+    ``characters`` said to install an extra that is installed. Asked while a real ``litrag
+    ingest`` of the whole book holds the library, then after it is stopped with Ctrl-C."""
+    whole = tmp_path / "wild.txt"
+    shutil.copy(books_dir / "pg215_call_of_the_wild.txt", whole)
+    home = tmp_path / "home"
+    proc = spawn_ingest(whole, home)
+    try:
+        registry = home / "books.json"
+        deadline = time.time() + 300
+        while time.time() < deadline and not registry.exists():
+            time.sleep(0.05)
+        asked = run(home, "ask", QUESTION, "--no-llm", "--book", "pg215", capsys=capsys)
+        listed = run(home, "characters", "pg215", capsys=capsys)
+        assert proc.poll() is None, "the ingest ended before the book was asked about"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=300)
+    for code, _, err in (asked, listed):
+        line = error_line(err)
+        assert code == 2 and line.startswith(
+            f"error: pg215 is being ingested now (by pid {proc.pid} "
+        )
+        assert " ingest -q " in line and "rerun" not in line and "install" not in line
+    assert error_line(asked[2]).endswith(": ask again when it finishes")
+    assert error_line(listed[2]).endswith(": its characters are listed when it finishes")
+    # stopped: now it is unfinished, and a rerun is the advice
+    code, _, err = run(home, "ask", QUESTION, "--no-llm", "--book", "pg215", capsys=capsys)
+    assert code == 2 and "its ingest did not finish: rerun it" in error_line(err)
+    code, _, err = run(home, "characters", "pg215", capsys=capsys)
+    assert code == 2 and error_line(err) == (
+        f"error: pg215: its ingest did not finish: rerun it with litrag ingest {whole.resolve()}"
+    )
+
+
 def test_upto_chapter_past_the_book_is_refused(clean, capsys):
     code, _, err = run(clean, "ask", QUESTION, "--no-llm", "--upto-chapter", "999", capsys=capsys)
     assert code == 2
     assert error_line(err) == "error: --upto-chapter must be a chapter of the book (1), got 999"
+    code, _, err = run(clean, "ask", QUESTION, "--no-llm", "--upto-chapter", "0", capsys=capsys)
+    assert code == 2  # issue 34: 0 was taken (and asked about nothing)
+    assert error_line(err) == "error: --upto-chapter must be a chapter of the book (1), got 0"
 
 
 def test_points_of_no_book_are_found_and_dropped(damaged, clean_citations, capsys):

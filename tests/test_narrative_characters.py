@@ -265,6 +265,8 @@ def test_characters_command_and_spoiler_limit(wild_library, capsys):
     assert len(out.splitlines()) == 2 + 3
     code, _, err = cli(home, capsys, "characters", "pg215", "--upto-chapter", "9")
     assert code == 2 and err == "error: --upto-chapter must be a chapter of the book (1-3), got 9\n"
+    code, _, err = cli(home, capsys, "characters", "pg215", "--upto-chapter", "0")
+    assert code == 2 and err == "error: --upto-chapter must be a chapter of the book (1-3), got 0\n"
     code, _, err = cli(home, capsys, "characters", "pg11")
     assert code == 2 and err.startswith("error: no book 'pg11'") and err.count("\n") == 1
 

@@ -82,10 +82,12 @@ def _cmd_ask(args: argparse.Namespace) -> int:
             retrieval=args.retrieval,
         )
         most = max((r.chapters for r in records if r.book_id in books), default=None)
-        request.check_chapters(most, "--upto-chapter")
+        request.check_chapters(most, "--upto-chapter", first=1)
     except AskRequestError as exc:
         return fail(str(exc))
     question = request.question
+    if line := _being_ingested(s, records, books):
+        return fail(line)
     answer_llm = None
     if not args.no_llm and llm_backend(s) != "local":
         try:  # a server's client: nothing to start, so a setup mistake is said before any work
@@ -180,6 +182,18 @@ def _route_line(route: dict[str, Any]) -> str:
     """``character_profile(name='Buck') [rules: who a character is]``"""
     args = ", ".join(f"{k}={v!r}" for k, v in (route.get("kwargs") or {}).items() if v is not None)
     return f"{route.get('tool')}({args}) [{route.get('by')}: {route.get('reason')}]"
+
+
+def _being_ingested(s: Any, records: list[Any], books: list[str]) -> str | None:
+    """The line for a book whose ingest is running now (it is not half-done: its rerun would
+    be wrong advice), else None."""
+    from litrag.ingestion.registry import ingest_running
+
+    partial = [r.book_id for r in records if r.book_id in books and r.status != "complete"]
+    holder = ingest_running(s.home, s.collection) if partial and not s.qdrant_url else None
+    if holder is None:
+        return None
+    return f"{partial[0]} is being ingested now (by {holder}): ask again when it finishes"
 
 
 def _ask_through_ui(

@@ -26,16 +26,13 @@ def _cmd_characters(args: argparse.Namespace) -> int:
         have = ", ".join(sorted(records)) or "none"
         return _fail(f"no book {args.book!r} in {s.home} (loaded books: {have}; see: litrag books)")
     n = args.upto_chapter
-    if n is not None and not 0 <= n <= record.chapters:
+    if n is not None and not 1 <= n <= record.chapters:  # 0 listed nobody: not a chapter
         return _fail(f"--upto-chapter must be a chapter of the book (1-{record.chapters}), got {n}")
     if args.top < 1:
         return _fail(f"--top must be at least 1, got {args.top}")
     index = load_index(s.home, args.book)
     if index is None:
-        return _fail(
-            f"{args.book} has no character index: install it with pip install "
-            f'"litrag[narrative]", then run litrag ingest {record.source or "BOOK.txt"}'
-        )
+        return _fail(_no_index(s, record))
     if args.profile:
         return _profile(s, args, index, n)
     people = index.upto(n)[: args.top]
@@ -78,6 +75,29 @@ def _cmd_characters(args: argparse.Namespace) -> int:
     for row in [head, *table]:
         print("  ".join(cell[:48].ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     return 0
+
+
+def _no_index(s: Any, record: Any) -> str:
+    """Why a book has no character index: its ingest is running now or did not finish (the
+    index is written at its end), or the extra that builds it is missing."""
+    from litrag.ingestion.registry import ingest_running
+    from litrag.narrative import character_index_available
+
+    source = record.source or "BOOK.txt"
+    if record.status != "complete":
+        holder = None if s.qdrant_url else ingest_running(s.home, s.collection)
+        if holder is not None:
+            return (
+                f"{record.book_id} is being ingested now (by {holder}): its characters are "
+                "listed when it finishes"
+            )
+        return f"{record.book_id}: its ingest did not finish: rerun it with litrag ingest {source}"
+    if character_index_available():
+        return f"{record.book_id} has no character index: build it with litrag ingest {source}"
+    return (
+        f"{record.book_id} has no character index: install it with pip install "
+        f'"litrag[narrative]", then run litrag ingest {source}'
+    )
 
 
 def _profile(s: Any, args: argparse.Namespace, index: Any, n: int | None) -> int:

@@ -38,9 +38,10 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from litrag.segment.llm_calls import LLMCaller
+from litrag.segment.quoting import DATA_RULE, quoted
 from litrag.segment.validation import Block, OutputParseError, extract_json
 
-JUDGE_PROMPT_VERSION = "narrative-judge-1"
+JUDGE_PROMPT_VERSION = "narrative-judge-2"  # 2: passage and pipeline as quoted data
 
 JUDGE_SYSTEM = """\
 # Role and task
@@ -238,14 +239,17 @@ class NarrativeJudge:
         return self._gates[loop_id]
 
     def messages(self, passage: str, pipeline: str, k: int) -> list[ChatMessage]:
+        """The judge's chat: the book's passage and the student's segments (which copy book
+        text) as quoted data, never to be followed (issue 34: a planted order in a book must not
+        set its own reward)."""
         user = JUDGE_USER.format(
             segment_pipeline_prompt=self.pipeline_prompt,
-            original_passage=passage,
-            segment_pipeline=pipeline,
+            original_passage=quoted("passage", passage),
+            segment_pipeline=quoted("answer", pipeline),
             k=k,
         )
         return [
-            ChatMessage(role=MessageRole.SYSTEM, content=JUDGE_SYSTEM),
+            ChatMessage(role=MessageRole.SYSTEM, content=f"{JUDGE_SYSTEM}\n\n{DATA_RULE}"),
             ChatMessage(role=MessageRole.USER, content=user),
         ]
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from litrag.ingestion.book_points import BookScan, count_points
 from litrag.ingestion.damage import REPAIR, LibraryDamagedError, Problem, read_json, set_aside
-from litrag.ingestion.registry import BookRecord, read_registry
+from litrag.ingestion.registry import BookRecord, file_digest, read_registry
 from litrag.ingestion.removal import journal_path, pending_removal
 from litrag.narrative.index import index_path
 
@@ -313,6 +313,9 @@ def check_library_files(
         problems.extend(found)
     if not found:
         problems.extend(_check_shard(folder, repair, done))
+    kids = home / "index" / f"{collection}-children"  # the paragraph children's own shard
+    if kids.is_dir():
+        problems.extend(_check_shard(kids, repair, done))
     return problems, done
 
 
@@ -391,6 +394,14 @@ def verify_library(
         elif scan.points != rec.nodes:
             p = Problem(
                 f"{label}: the registry lists {rec.nodes} blocks but the store holds {scan.points}",
+                f"{REPAIR} (re-ingests it from {rec.source or 'its source'})",
+                "points",
+                book_id,
+            )
+        elif rec.children and (kids := _children_of(library, book_id)) != rec.children:
+            p = Problem(
+                f"{label}: the registry lists {rec.children} paragraph children but the store "
+                f"holds {kids}",
                 f"{REPAIR} (re-ingests it from {rec.source or 'its source'})",
                 "points",
                 book_id,
@@ -489,7 +500,43 @@ def verify_library(
             done.append(f"{book_id}: restored to the registry from its {scan.points} stored points")
         else:
             problems.append(p)
+    flagged = {p.book_id for p in problems}
+    for book_id, rec in records.items():  # what a later repair would re-ingest from
+        if book_id not in flagged and (p := source_problem(rec)) is not None:
+            problems.append(p)
     if touched and hasattr(store, "optimize"):
         say("building the search index")
         store.optimize()
     return problems, done
+
+
+def _children_of(library: Library, book_id: str) -> int | None:
+    """The book's points in the children's collection (None: the library has none)."""
+    store = getattr(library, "children_store", None)
+    return None if store is None else count_points(store, book_id)
+
+
+def source_problem(rec: BookRecord) -> Problem | None:
+    """A book whose source file is gone, or is no longer the file it was ingested from (issue
+    34: two uploads named alike left one book's row pointing at the other's text, and a refused
+    upload deleted it, while verify said ok). Its blocks still answer, but a repair would have
+    nothing, or the wrong text, to ingest again: nothing here re-derives it, the line says how."""
+    if not rec.source or rec.status != "complete":  # restored rows: the source is unknown
+        return None
+    label, src = f"{rec.book_id} ({rec.title})", Path(rec.source)
+    if not src.is_file():
+        return Problem(
+            f"{label}: its source {rec.source} is missing",
+            "its blocks still answer, but a repair cannot ingest it again: put the file back, "
+            "or run `litrag ingest FILE` on a copy of the book",
+            "source",
+            rec.book_id,
+        )
+    if rec.source_digest and file_digest(src) != rec.source_digest:
+        return Problem(
+            f"{label}: its source {rec.source} changed since it was ingested",
+            f"run `litrag ingest {rec.source}` to take the new text, or put the old file back",
+            "source",
+            rec.book_id,
+        )
+    return None

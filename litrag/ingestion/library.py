@@ -41,9 +41,11 @@ from litrag.ingestion.prefetch import Prefetched, Prefetcher
 from litrag.ingestion.registry import (
     REGISTRY_NAME,
     BookRecord,
+    file_digest,
     migrate_sources,
     read_registry,
     read_rows,
+    refresh_record,
     source_path,
     write_rows,
 )
@@ -330,11 +332,8 @@ class Library:
             if stored == old.nodes and indexed and kids == old.children:
                 report.unchanged.append(book.book_id)
                 say(f"  {book.book_id} unchanged")
-                if catalog_row and old.catalog != catalog_row:  # metadata only: no re-ingest
-                    old.catalog = catalog_row
-                    old.title = catalog_row.get("title") or old.title
-                    old.author = _catalog_author(catalog_row) or old.author
-                    self._save_record(old)
+                if refresh_record(old, file, catalog_row, _catalog_author(catalog_row)):
+                    self._save_record(old)  # metadata or the file's place only: no re-ingest
                 return
             # Never "unchanged" for a book whose points are gone: ingest it again (the cache
             # gives back its segmentation and embeddings).
@@ -368,6 +367,7 @@ class Library:
             source=source_path(file),
             fingerprint=fp,
             catalog=catalog_row or {},
+            source_digest=file_digest(file),
         )
         self._save_record(record)
         timer = _Timer()

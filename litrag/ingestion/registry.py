@@ -7,8 +7,10 @@ records, is a ``LibraryDamagedError`` naming the repair.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import socket
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ class BookRecord:
     catalog: dict[str, Any] = field(default_factory=dict)  # its pg_catalog.csv row, if given
     children: int = 0  # paragraph children stored to rank its blocks (0: ranked as blocks)
     embedder: str = ""  # the model that embedded it ("": before this was recorded: MiniLM)
+    source_digest: str = ""  # sha256 of the source file as ingested ("": an older registry)
 
 
 def read_registry(home: Path) -> list[BookRecord]:
@@ -49,14 +52,13 @@ def read_rows(path: Path) -> dict[str, dict[str, Any]]:
     if not path.exists():
         return {}
     rows = read_json(path, "registry-file", f"{REPAIR} (rebuilds it from the store)")
-    fields = set(BookRecord.__dataclass_fields__)
     needed = {
         name
         for name, f in BookRecord.__dataclass_fields__.items()
         if f.default is MISSING and f.default_factory is MISSING
     }
     if not isinstance(rows, dict) or not all(
-        isinstance(r, dict) and needed <= set(r) <= fields for r in rows.values()
+        isinstance(r, dict) and needed <= set(r) for r in rows.values()
     ):
         raise LibraryDamagedError(
             [
@@ -67,7 +69,35 @@ def read_rows(path: Path) -> dict[str, dict[str, Any]]:
                 )
             ]
         )
-    return rows
+    fields = set(BookRecord.__dataclass_fields__)  # a newer litrag's fields are left aside
+    return {book: {k: v for k, v in r.items() if k in fields} for book, r in rows.items()}
+
+
+def file_digest(file: str | os.PathLike[str]) -> str:
+    """The sha256 of a file's bytes, read in pieces (a book may be hundreds of megabytes)."""
+    h = hashlib.sha256()
+    with open(file, "rb") as f:
+        while piece := f.read(1 << 20):
+            h.update(piece)
+    return h.hexdigest()
+
+
+def refresh_record(
+    rec: BookRecord,
+    file: str | os.PathLike[str],
+    catalog_row: dict[str, Any] | None,
+    author: str | None,
+) -> bool:
+    """An unchanged book's row brought up to date without ingesting it: its catalog row (title,
+    ``author``) and where its file is now (the same text, perhaps moved: ``verify`` checks the
+    source it names). True when the row changed."""
+    before = (rec.catalog, rec.title, rec.author, rec.source, rec.source_digest)
+    if catalog_row and rec.catalog != catalog_row:
+        rec.catalog = catalog_row
+        rec.title = catalog_row.get("title") or rec.title
+        rec.author = author or rec.author
+    rec.source, rec.source_digest = source_path(file), file_digest(file)
+    return (rec.catalog, rec.title, rec.author, rec.source, rec.source_digest) != before
 
 
 def source_path(file: str | os.PathLike[str]) -> str:
@@ -101,6 +131,31 @@ def migrate_sources(path: Path, bases: tuple[Path, ...] = ()) -> int:
         except OSError:  # a read-only library: resolved again at the next open
             return 0
     return changed
+
+
+def ingest_running(home: Path, collection: str) -> str | None:
+    """The ``litrag ingest`` holding the library's embedded store right now (a live process on
+    this machine, not this one), else None. Read from the store's owner file, without opening
+    the store: a book whose registry row still says "ingesting" is then being ingested, not
+    left half-done."""
+    path = Path(home) / "index" / collection / "owner.json"
+    try:
+        owner = json.loads(path.read_text(encoding="utf-8"))
+        pid = int(owner["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if pid == os.getpid() or owner.get("host") != socket.gethostname():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:  # killed: its owner file was left behind
+        return None
+    except PermissionError:  # alive, another user's
+        pass
+    command = str(owner.get("command") or "")
+    if " ingest" not in f" {command}":  # a chat UI or a verify holds it: no claim made
+        return None
+    return f"pid {pid} `{command}`"
 
 
 def write_rows(path: Path, rows: dict[str, dict[str, Any]]) -> None:

@@ -106,11 +106,17 @@ class AskRequest(BaseModel):
         except ValidationError as exc:
             raise AskRequestError(_one_line(exc, names or {})) from None
 
-    def check_chapters(self, chapters: int | None, name: str = "upto_chapter") -> None:
-        """``AskRequestError`` when the spoiler limit is past the books' last chapter."""
+    def check_chapters(
+        self, chapters: int | None, name: str = "upto_chapter", first: int = 0
+    ) -> None:
+        """``AskRequestError`` when the spoiler limit is past the books' last chapter, or
+        before ``first`` (the CLI's ``--upto-chapter`` counts from 1: a 0 asked about nothing
+        and answered "Nothing ... matches"; the UI's slider keeps 0 for "not begun")."""
         limit = self.upto_chapter
-        if limit is None or chapters is None or limit <= chapters:
+        if limit is None or first <= limit <= (chapters if chapters is not None else limit):
             return
+        if not chapters:
+            raise AskRequestError(f"{name} must be a chapter from {first} on, got {limit}")
         where = f"1-{chapters}" if chapters > 1 else "1"
         raise AskRequestError(f"{name} must be a chapter of the book ({where}), got {limit}")
 
