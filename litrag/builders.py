@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from litrag.settings import Settings, answer_style, focus_words, llm_backend
+from litrag.settings import Settings, SettingsError, answer_style, focus_words, llm_backend
 
 if TYPE_CHECKING:
     from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -30,6 +30,8 @@ def build_embed_model(s: Settings, model_path: str | Path | None = None) -> Base
     packages on first use."""
     from litrag.models.embedders import WindowedEmbedding
 
+    if model_path is None and s.embed_url:
+        return build_served_embedding(s)
     if model_path is None and s.embed_model == "nomic":
         from litrag.models.nomic import NomicEmbedding
 
@@ -40,6 +42,25 @@ def build_embed_model(s: Settings, model_path: str | Path | None = None) -> Base
         s,
         lambda path: WindowedEmbedding(path, backend=s.embed_backend, precision=s.embed_precision),
     )
+
+
+def build_served_embedding(s: Settings) -> BaseEmbedding:
+    """The embedding server at ``LITRAG_EMBED_URL`` (probed once: a dead server is one line)."""
+    from litrag.models.served_embeddings import ServedEmbedding, ServedEmbeddingError
+
+    assert s.embed_url
+    try:
+        return ServedEmbedding.from_server(
+            s.embed_url,
+            s.embed_served_model,
+            api_key=s.embed_api_key,
+            query_prefix=s.embed_query_prefix,
+            document_prefix=s.embed_doc_prefix,
+            batch_size=s.embed_batch,
+            timeout=s.embed_timeout,
+        )
+    except ServedEmbeddingError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _nomic_path(s: Settings) -> Path:
@@ -114,7 +135,7 @@ def build_window_encoder(embed: BaseEmbedding) -> SentenceWindowEncoder | None:
     from litrag.models.nomic import reads_whole_texts
     from litrag.query.windows import SentenceWindowEncoder
 
-    if reads_whole_texts(embed):
+    if reads_whole_texts(embed) or getattr(embed, "reads_whole", False):  # a served one too
         return None
     return SentenceWindowEncoder(embed.get_text_embedding_batch)
 

@@ -76,6 +76,13 @@ ENV_VARS = {
     "embed_backend": "LITRAG_EMBED_BACKEND",
     "embed_precision": "LITRAG_EMBED_PRECISION",
     "embed_threads": "LITRAG_EMBED_THREADS",
+    "embed_url": "LITRAG_EMBED_URL",
+    "embed_api_key": "LITRAG_EMBED_API_KEY",
+    "embed_served_model": "LITRAG_EMBED_SERVED_MODEL",
+    "embed_query_prefix": "LITRAG_EMBED_QUERY_PREFIX",
+    "embed_doc_prefix": "LITRAG_EMBED_DOC_PREFIX",
+    "embed_batch": "LITRAG_EMBED_BATCH",
+    "embed_timeout": "LITRAG_EMBED_TIMEOUT",
     "retrieval": "LITRAG_RETRIEVAL",
     "passage_order": "LITRAG_PASSAGE_ORDER",
     "focus_words": "LITRAG_FOCUS_WORDS",
@@ -89,6 +96,10 @@ ENV_VARS = {
     "answer_style": "LITRAG_ANSWER_STYLE",
     "api_key": "LITRAG_API_KEY",
 }
+
+
+# Values read as given: a key, and prefixes whose trailing space is part of them ("query: ").
+_KEEP_SPACES = ("qdrant_api_key", "embed_query_prefix", "embed_doc_prefix")
 
 
 class SettingsError(ValueError):
@@ -294,6 +305,41 @@ class Settings(BaseModel):
         "every core. Where other jobs share the cores, 1 was 2.3x faster than 2 (its threads "
         "wait for each other).",
     )
+    embed_url: str | None = Field(
+        default=None,
+        description="An OpenAI-compatible embedding server's /v1 base (LITRAG_EMBED_URL: vllm "
+        "serve, llama.cpp's server with --embedding, infinity); set, it embeds instead of "
+        "LITRAG_EMBED_MODEL (litrag.models.served_embeddings).",
+    )
+    embed_api_key: str | None = Field(
+        default=None, description="The embedding server's key (LITRAG_EMBED_API_KEY)."
+    )
+    embed_served_model: str | None = Field(
+        default=None,
+        description="The served embedding model's name (LITRAG_EMBED_SERVED_MODEL); None: the "
+        "server's only model.",
+    )
+    embed_query_prefix: str | None = Field(
+        default=None,
+        description="Put before each question embedded by the server "
+        "(LITRAG_EMBED_QUERY_PREFIX); None: the model family's (Qwen3-Embedding's instruction, "
+        "nomic's 'search_query: ', e5's 'query: ').",
+    )
+    embed_doc_prefix: str | None = Field(
+        default=None,
+        description="Put before each passage embedded by the server (LITRAG_EMBED_DOC_PREFIX); "
+        "None: the model family's.",
+    )
+    embed_batch: int = Field(
+        default=32, ge=1, le=2048, description="Texts per request to the embedding server."
+    )
+    embed_timeout: float = Field(
+        default=60.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Seconds one embedding request may take (LITRAG_EMBED_TIMEOUT); the client "
+        "retries twice with backoff.",
+    )
     segmenter: Literal["offline", "litseg-lite", "litseg"] | None = Field(
         default=None, description="None: litseg-lite when an LLM is configured, else offline."
     )
@@ -364,7 +410,7 @@ class Settings(BaseModel):
             if name in data:
                 continue
             value = os.environ.get(var, "")
-            if value.strip() and name != "qdrant_api_key":
+            if value.strip() and name not in _KEEP_SPACES:
                 value = value.strip()
             if value:
                 raw[name] = value

@@ -27,11 +27,37 @@ import importlib.util, litrag.distill.rewards
 assert not [m for m in ('trl', 'torch') if importlib.util.find_spec(m)], 'base install pulled trl/torch'
 print('base import ok:', len(nodes), 'node(s)')
 ")
+
+echo "== llama-index-node-parser-litseg: its wheel beside the base install, then its tests"
+# The LlamaHub package is built as a wheel and installed into the venv above (litrag's lean base,
+# nothing else); its tests run from outside the checkout, so they import what was installed.
+integration="$PWD/integrations/llama-index-node-parser-litseg"
+work="$(dirname "$base")"
+"$base/bin/python" -m pip wheel --quiet --no-deps -w "$work/dist" "$integration"
+"$base/bin/python" -m pip install --quiet "$work"/dist/llama_index_node_parser_litseg-*.whl pytest
+(cd "$work" && "$base/bin/python" -c "
+import sys
+import llama_index.node_parser.litseg as package
+from llama_index.node_parser.litseg import LitSegNodeParser
+assert package.__file__.startswith(sys.prefix), package.__file__
+print('integration import ok:', LitSegNodeParser.__module__, 'from', package.__file__)
+")
+set +e
+(cd "$work" && timeout 600 "$base/bin/python" -m pytest -q -p no:cacheprovider \
+  --rootdir "$integration" "$integration/tests")
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "the integration's pytest collected no tests: failing" >&2
+  exit 1
+elif [ "$rc" -ne 0 ]; then
+  exit "$rc"
+fi
 rm -rf "$(dirname "$base")"
 
 echo "== lint"
-.venv/bin/ruff check litrag tests benchmarks
-.venv/bin/ruff format --check litrag tests benchmarks
+.venv/bin/ruff check litrag tests benchmarks integrations
+.venv/bin/ruff format --check litrag tests benchmarks integrations
 
 echo "== tests"
 set +e

@@ -231,20 +231,27 @@ def test_two_clients_at_once_get_their_own_answers(api):
 
 
 # ----------------------------------------------------------------------------- spoilers
-@pytest.mark.parametrize("how", ["body", "suffix"])
+@pytest.mark.parametrize("how", ["body", "suffix", "body, streamed", "suffix, streamed"])
 def test_the_spoiler_limit_keeps_chapter_two_out(api, how):
     later = later_names(api.service, WILD, 1)
     assert {"sol-leks", "billee"} <= later  # the check below can fail: these are in ch. 2
     free = ask(api.url, CURLY)
     assert max(s["chapter_index"] for s in extra(free)["sources"]) == 2  # the answer is in ch. 2
-    if how == "body":
-        completion = ask(api.url, CURLY, extra_body={"litrag": {"upto_chapter": 1}})
+    if how.startswith("body"):
+        limit = {"extra_body": {"litrag": {"upto_chapter": 1}}}
     else:
-        completion = ask(api.url, CURLY, model=f"litrag/{WILD}@1")
-    result = extra(completion)
+        limit = {"model": f"litrag/{WILD}@1"}
+    if how.endswith("streamed"):
+        chunks = list(ask(api.url, CURLY, stream=True, **limit))
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        result = extra(chunks[-1])
+    else:
+        completion = ask(api.url, CURLY, **limit)
+        text, result = completion.choices[0].message.content, extra(completion)
     assert result["upto_chapter"] == 1
     assert result["sources"] and all(s["chapter_index"] <= 1 for s in result["sources"])
-    assert not names_in_reply(completion.choices[0].message.content) & later
+    assert "Sources:\n[1] The Call of the Wild, Chapter I." in text
+    assert not names_in_reply(text) & later
 
 
 def test_body_limit_and_suffix_together_take_the_smaller(api):

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
 import litrag
 
 ROOT = Path(litrag.__file__).resolve().parent
@@ -414,3 +416,28 @@ def test_no_module_is_over_650_lines_but_one() -> None:
     }
     big = sorted(name for name, n in sizes.items() if n > 650)
     assert len(big) <= 1, f"modules over 650 lines: {big}"
+
+
+INTEGRATION = ROOT.parent / "integrations" / "llama-index-node-parser-litseg"
+
+
+def test_the_llamahub_package_reexports_the_lean_parser() -> None:
+    """``llama-index-node-parser-litseg`` holds no parser code of its own: its one module imports
+    ``LitSegNodeParser`` from ``litrag.segment`` (a light room), and it depends on litrag's base
+    install, no extra."""
+    tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    code = INTEGRATION / "llama_index"
+    sources = sorted(code.rglob("*.py"))
+    assert [p.relative_to(INTEGRATION).as_posix() for p in sources] == [
+        "llama_index/node_parser/litseg/__init__.py"
+    ]
+    tree = ast.parse(sources[0].read_text(encoding="utf-8"))
+    assert {t for _, t in imports(tree, "llama_index.node_parser.litseg", True, set())} == {
+        "litrag.segment"
+    }
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef | ast.FunctionDef)]
+    project = tomllib.loads((INTEGRATION / "pyproject.toml").read_text(encoding="utf-8"))
+    ours = [d for d in project["project"]["dependencies"] if d.startswith("litrag")]
+    assert len(ours) == 1 and "[" not in ours[0], ours
+    assert project["build-system"]["build-backend"] == "hatchling.build"
+    assert project["tool"]["llamahub"]["import_path"] == "llama_index.node_parser.litseg"

@@ -322,11 +322,28 @@ def test_without_assets_who_is_spitz_is_read_from_the_passages_about_him(wild, b
     print("no assets, no LLM:", answer.text, [s.citation() for s in answer.sources])
 
 
+def test_the_ending_past_the_limit_is_no_tool_s_to_tell(wild):
+    """With every asset built, "How does the book end?" at chapter 1 reaches no narrative tool
+    (a plotline or outline would tell it) and no LLM: the reply says the ending lies ahead."""
+    llm = ScriptedLLM([])  # any call would fail the test
+    engine = engine_at(wild, 1, llm)
+    engine.streaming = False
+    answer = engine.ask("How does the book end?").answer()
+    assert llm.requests == [] and answer.mode == "none"
+    assert answer.route["tool"] == "search_passages" and "ends" in answer.route["reason"]
+    assert "lies past chapter 1" in answer.text
+    assert answer.sources and all(s.chapter_index <= 1 for s in answer.sources)
+
+
 def test_without_assets_a_reader_of_chapter_1_is_not_told_of_spitz(wild):
     answer = engine_at(wild, 1, with_assets=False).ask("Who is Spitz?").answer()
     assert answer.route["tool"] == "search_passages"  # nobody named Spitz is met yet
     assert answer.sources and all(s.chapter_index <= 1 for s in answer.sources)
-    assert not re.search(r"\bSpitz\b", answer.text) and not COUNTS.search(answer.text)
+    # Only the reader's own word comes back ("never mentions “Spitz” up to chapter 1"): nothing
+    # the book says of him, and no index statistics.
+    assert "never mentions “Spitz” up to chapter 1" in answer.text
+    assert not re.search(r"\bSpitz\b", answer.text.replace("never mentions “Spitz”", ""))
+    assert not COUNTS.search(answer.text)
     for s in answer.sources:
         assert not re.search(r"\bSpitz\b", s.text)
     print("no assets, up to chapter 1:", answer.text, [s.citation() for s in answer.sources])

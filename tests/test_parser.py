@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -181,6 +183,29 @@ def test_cap_follows_the_given_tokenizer():
     parser = LitSegNodeParser(tokenizer=str.split, max_block_tokens=40)
     for node in parser.get_nodes_from_documents([doc]):
         assert len(node.get_content(metadata_mode=MetadataMode.EMBED).split()) <= 40
+
+
+def test_pickles_for_the_worker_processes_of_an_ingestion_pipeline():
+    # IngestionPipeline.run(num_workers=N) pickles its transformations into spawned processes.
+    # LlamaIndex's default tokenizer pickles as a tiktoken encoding, which a worker then fetches
+    # from the network (offline: the worker dies and the pool waits forever); the word vectors
+    # are a cache. Neither travels: the worker's parser rebuilds them.
+    parser = LitSegNodeParser(max_words=500)
+    parser.get_nodes_from_documents([Document(text="A dog ran. It barked. " * 20)])
+    blob = pickle.dumps(parser)
+    assert b"tiktoken" not in blob and b"wordllama" not in blob and len(blob) < 100_000
+    assert parser._vectors is not None  # the parser pickled keeps its own cache
+    again = pickle.loads(blob)
+    assert again.to_dict() == parser.to_dict() and again.max_words == 500
+    assert again._tokenizer is get_tokenizer()
+    # a tokenizer of the caller's travels, so a worker caps blocks as the parser it came from
+    doc = Document(text="\n\n".join(["One two three four five six seven eight."] * 40))
+    custom = LitSegNodeParser(tokenizer=str.split, max_block_tokens=40)
+    copied = pickle.loads(pickle.dumps(custom))
+    assert copied._tokenizer is str.split
+    assert [n.text for n in copied.get_nodes_from_documents([doc])] == [
+        n.text for n in custom.get_nodes_from_documents([doc])
+    ]
 
 
 def test_in_a_stock_ingestion_pipeline(books_dir):

@@ -44,8 +44,18 @@ def _cmd_reembed(args: argparse.Namespace) -> int:
     from litrag.ingestion.registry import REGISTRY_NAME, write_rows
     from litrag.narrative.asset_store import AssetStore
 
-    flag = "--preset" if args.preset else "--embed-model"
-    s = Settings(names_={"embed_model": flag}, embed_model=args.preset or args.embed_model)
+    if args.served:  # the server at LITRAG_EMBED_URL
+        s = Settings()
+        if not s.embed_url:
+            print(
+                "error: --served embeds with the server at LITRAG_EMBED_URL: set it",
+                file=sys.stderr,
+            )
+            return 2
+    else:  # in process: the URL, if set, is not what was asked for
+        flag = "--preset" if args.preset else "--embed-model"
+        chosen = args.preset or args.embed_model
+        s = Settings(names_={"embed_model": flag}, embed_model=chosen, embed_url=None)
     say = (lambda _m: None) if args.quiet else (lambda m: print(m, file=sys.stderr))
     records = Library.read_registry(s.home)
     ids = [r.book_id for r in records]
@@ -168,6 +178,9 @@ def add_parsers(sub: Any) -> None:
         help="fast: the packaged MiniLM; quality: nomic-embed-text-v1.5 (litrag[quality])",
     )
     which.add_argument("--embed-model", help="minilm, nomic, or a sentence-transformers folder")
+    which.add_argument(
+        "--served", action="store_true", help="the embedding server at LITRAG_EMBED_URL"
+    )
     rem.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     rem.set_defaults(func=_cmd_reembed)
 

@@ -22,6 +22,7 @@ class EmbedderMismatchError(SettingsError):
 
 
 MINILM_KEY = "all-MiniLM-L6-v2"
+SERVED = " (served)"  # a served model's key ends so
 
 
 def embedder_key(embed: Any) -> str:
@@ -29,6 +30,8 @@ def embedder_key(embed: Any) -> str:
     ``nomic-embed-text-v1.5 q8_0``, a folder's name). The packaged MiniLM's folder is named
     ``model``, and its ``model_name`` is part of every fingerprint, so it is named here."""
     name = str(getattr(embed, "model_name", "") or type(embed).__name__)
+    if getattr(embed, "served", False):  # LITRAG_EMBED_URL's: not the in-process model's vectors
+        return f"{name}{SERVED}"
     if name == "model" and "minilm" in str(getattr(embed, "model_path", "")).lower():
         return MINILM_KEY
     return name
@@ -51,7 +54,10 @@ def setting_for(key: str) -> str:
 
 
 def preset_flag(key: str) -> str:
-    """``--preset NAME`` for a preset's embedder, else ``--embed-model VALUE``."""
+    """``--preset NAME`` for a preset's embedder, ``--served`` for a served one, else
+    ``--embed-model VALUE``."""
+    if key.endswith(SERVED):
+        return "--served"
     value = setting_for(key)
     named = {model: preset for preset, model in EMBED_PRESETS.items()}
     return f"--preset {named[value]}" if value in named else f"--embed-model {value}"
@@ -69,8 +75,17 @@ def check_embedder(
         if record.status != "complete" or same_embedder(record.embedder, key):
             continue
         was = record.embedder or "the packaged MiniLM"
+        setting = "LITRAG_EMBED_URL" if key.endswith(SERVED) else "LITRAG_EMBED_MODEL"
         raise EmbedderMismatchError(
-            f"{record.book_id} was embedded with {was}, but LITRAG_EMBED_MODEL gives {key}: "
-            f"embed the library again with `litrag reembed {preset_flag(key)}`, or set "
-            f"LITRAG_EMBED_MODEL={setting_for(record.embedder)}"
+            f"{record.book_id} was embedded with {was}, but {setting} gives {key}: "
+            f"embed the library again with `litrag reembed {preset_flag(key)}`, or "
+            f"{_back_to(record.embedder, key)}"
         )
+
+
+def _back_to(recorded: str, key: str) -> str:
+    """The settings that give ``recorded``'s embedder back, from ``key``'s."""
+    if recorded.endswith(SERVED):
+        return f"set LITRAG_EMBED_URL to a server of {recorded.removesuffix(SERVED)}"
+    unset = "unset LITRAG_EMBED_URL and " if key.endswith(SERVED) else ""
+    return f"{unset}set LITRAG_EMBED_MODEL={setting_for(recorded)}"

@@ -227,6 +227,9 @@ class NarrativeQueryEngine(BaseQueryEngine):
         question = query_bundle.query_str.strip()
         if not question:
             raise ValueError("the question is empty")
+        if self.book.ending_lies_ahead(question):  # no tool may tell it: said plainly
+            why = "asks how the book ends, which lies past the reader's limit"
+            return self._plain(question, Route("search_passages", {"query": question}, why))
         llm = self.llm
         if llm is not None and self.use_agent and llm.metadata.is_function_calling_model:
             return self._agent_answer(question)

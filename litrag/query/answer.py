@@ -29,7 +29,6 @@ routed engine (``litrag.narrative.engine``) fills too.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
 from typing import Any, Literal, get_args
@@ -43,7 +42,7 @@ from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from litrag.query import name_check, quote
+from litrag.query import ahead, name_check, quote
 from litrag.query.answer_types import (  # re-exported: what an answer is
     RUN_KEY,
     Answer,
@@ -56,6 +55,7 @@ from litrag.query.answer_types import (  # re-exported: what an answer is
 )
 from litrag.query.bm25 import BM25Index
 from litrag.query.focus import PassageFocus
+from litrag.query.llm_errors import describe_llm_error, finish_reason
 from litrag.query.retriever import BookRetriever
 from litrag.segment.llm_calls import Sampling, request_kwargs
 from litrag.segment.quoting import DATA_RULE, quoted, quoted_title
@@ -266,66 +266,6 @@ def extractive_passages(
     return evidence, used
 
 
-def describe_llm_error(exc: BaseException, *, midstream: bool, api_base: str = "") -> str:
-    """One line for a failed LLM call: unreachable, timed out (before or mid-answer), or HTTP."""
-    import httpx
-
-    try:
-        import openai
-    except ImportError:  # pragma: no cover - openai comes with llama-index-llms-openai-like
-        openai = None  # type: ignore[assignment]
-    where = f" at {api_base}" if api_base else ""
-    timeout = isinstance(exc, httpx.TimeoutException | TimeoutError) or (
-        openai is not None and isinstance(exc, openai.APITimeoutError)
-    )
-    if timeout:
-        if midstream:
-            return f"the LLM{where} timed out mid-answer (the text above is partial)"
-        return f"the LLM{where} did not answer in time (timed out)"
-    if midstream:
-        return f"the LLM{where} failed mid-answer ({type(exc).__name__}: {exc}); text is partial"
-    if isinstance(exc, httpx.ConnectError | ConnectionError) or (
-        openai is not None and isinstance(exc, openai.APIConnectionError)
-    ):
-        return f"cannot reach the LLM server{where} ({_cause(exc)})"
-    status = getattr(exc, "status_code", None)  # openai's APIStatusError, or another client's
-    if isinstance(status, int):
-        line = f"the LLM server{where} answered HTTP {status}: {_first_line(exc)}"
-        window = _CONTEXT_SAID.search(str(exc))
-        if window:  # the prompt outgrew the server's window: say which setting fits it
-            line += f" (set LITRAG_LLM_CONTEXT to at most {window.group(1)}, the server's window)"
-        return line
-    return f"the LLM{where} failed: {type(exc).__name__}: {_first_line(exc)}"
-
-
-# How OpenAI-compatible servers refuse a prompt longer than their window (llama.cpp's
-# llama-cpp-python, vLLM): "maximum context length is 1024 tokens".
-_CONTEXT_SAID = re.compile(r"maximum context length is (\d+)")
-
-
-def _finish_reason(reply: Any) -> str | None:
-    """Why an OpenAI-style reply stopped (``length``, ``stop``), where the client kept it."""
-    raw = getattr(reply, "raw", None)
-    choices = raw.get("choices") if isinstance(raw, dict) else getattr(raw, "choices", None)
-    if not choices:
-        return None
-    first = choices[0]
-    reason = first.get("finish_reason") if isinstance(first, dict) else None
-    return str(reason or getattr(first, "finish_reason", "") or "") or None
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:300] if lines else type(exc).__name__
-
-
-def _cause(exc: BaseException) -> str:
-    inner: BaseException = exc
-    while inner.__cause__ is not None:
-        inner = inner.__cause__
-    return _first_line(inner)
-
-
 def llm_name(llm: LLM | None) -> str:
     if llm is None:
         return "extractive (no LLM)"
@@ -487,8 +427,16 @@ class BookQueryEngine(BaseQueryEngine):
         """The words of the selected books within the limit (read once per engine)."""
         return name_check.BookWords.of(self.retriever.book_texts())
 
+    def ending_lies_ahead(self, question: str) -> bool:
+        """``question`` asks how the book ends, and it goes on past the limit (query.ahead)."""
+        return ahead.asks_for_ending(question) and self.retriever.has_text_past_limit()
+
     def _stopped(self, question: str, nodes: list, run: AnswerRun, meta: dict) -> Any:
-        """The reply to a question naming only people the book never mentions, else None."""
+        """The reply to a question on an ending not reached yet, or naming only people the book
+        never mentions; else None."""
+        limit = self.retriever.upto_chapter
+        if isinstance(limit, int) and self.ending_lies_ahead(question):
+            return self.respond(run, ahead.ending_ahead(run, nodes, self.title, limit), meta)
         words = self.book_words if self.check_names else None
         if words is None or not (missing := name_check.unknown_names(question, words, self.title)):
             return None
@@ -611,7 +559,7 @@ class BookQueryEngine(BaseQueryEngine):
                 run.text, run.deltas = run.text + text, run.deltas + 1
                 yield text
                 return
-        reason = _finish_reason(reply)
+        reason = finish_reason(reply)
         run.text = ""
         run.error = (
             f"the LLM{where} returned an empty answer"

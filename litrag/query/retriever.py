@@ -355,6 +355,28 @@ class BookRetriever(BaseRetriever):
         nodes = self.vector_store.get_nodes(filters=book_filters(self.book_ids, self.upto_chapter))
         return [n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
 
+    def has_text_past_limit(self) -> bool:
+        """Whether a selected book goes on past the reader's spoiler limit (its ending, then,
+        is not among the passages the reader may see: ``litrag.query.ahead``)."""
+        limit = self.upto_chapter
+        if limit is None:
+            return False
+        limits = limit if isinstance(limit, Mapping) else dict.fromkeys(self.book_ids, limit)
+        for book, n in limits.items():
+            if book not in self.book_ids:
+                continue
+            past = MetadataFilters(
+                filters=[
+                    MetadataFilter(key="book_id", value=book, operator=FilterOperator.EQ),
+                    MetadataFilter(key="chapter_index", value=n, operator=FilterOperator.GT),
+                ],
+                condition=FilterCondition.AND,
+            )
+            count = getattr(self.vector_store, "count", None)
+            if count(past) if callable(count) else len(self.vector_store.get_nodes(filters=past)):
+                return True
+        return False
+
     @property
     def through_children(self) -> bool:
         """Whether blocks are ranked through their paragraph children."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -223,6 +224,30 @@ class LitSegNodeParser(LLMNodeParser):
             raise ValueError(f"prompt_variant={variant!r} is a LitSeg-Lite ablation")
         super().__init__(llm, callback_manager, segmenter=segmenter, **kwargs)
         self._tokenizer = tokenizer or get_tokenizer()
+
+    # -- pickling (an IngestionPipeline's worker processes) ---------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        # ``IngestionPipeline.run(num_workers=N)`` pickles the parser into spawned processes.
+        # LlamaIndex's default tokenizer pickles as a tiktoken encoding that a worker would fetch
+        # from the network (LlamaIndex's bundled copy is found only through ``get_tokenizer``),
+        # and the word vectors are a cache: neither travels, the worker's parser rebuilds them.
+        light = copy.copy(self)
+        light._vectors = None
+        if light._tokenizer is get_tokenizer():
+            light._tokenizer = None  # type: ignore[assignment]
+        return super(LitSegNodeParser, light).__getstate__()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # LlamaIndex rebuilds a component through ``__init__`` from its fields, dropping private
+        # attributes: a tokenizer of the caller's is passed back in, so a worker caps blocks as
+        # the parser it came from.
+        tokenizer = (state.get("__pydantic_private__") or {}).get("_tokenizer")
+        try:
+            self.__init__(**state["__dict__"], tokenizer=tokenizer)  # type: ignore[misc]
+        except Exception:
+            super().__setstate__(state)
+            self._tokenizer = tokenizer or get_tokenizer()
 
     @classmethod
     def from_defaults(
