@@ -126,9 +126,14 @@ class NomicEmbedding(BaseEmbedding):
 
 @lru_cache(maxsize=2)
 def _vocab(path: str) -> Any:
+    import atexit
+
     from llama_cpp import Llama
 
-    return Llama(model_path=path, vocab_only=True, verbose=False)
+    vocab = Llama(model_path=path, vocab_only=True, verbose=False)
+    # freed before the interpreter tears llama_cpp down (else its finaliser fails noisily)
+    atexit.register(vocab.close)
+    return vocab
 
 
 def nomic_tokenizer(model_path: str | Path) -> Callable[[str], list[int]]:
