@@ -254,3 +254,24 @@ def test_ingest_shows_one_progress_bar_per_book_in_chapters(shelf, tmp_path):
     assert bars and all(line.lstrip().startswith("pg11:") for line in bars), err
     assert any("2/2" in line for line in bars), err
     assert "Applying transformations" not in err  # the pipeline's per-batch bars stay off
+
+
+def test_a_big_book_says_each_stage_before_its_chapter_bar(shelf, tmp_path, monkeypatch):
+    """Issue 34: a 200 MB book went minutes without a word before its bar. Any book this big
+    says reading, chapters found and the character index (with progress shown; never with -q)."""
+    import litrag.ingestion.library as library_module
+
+    monkeypatch.setattr(library_module, "BIG_BOOK_BYTES", 0)  # alice counts as big here
+    lib = library_at(tmp_path / "home")
+    said: list[str] = []
+    lib.ingest([shelf / "alice.txt"], show_progress=True, on_event=said.append)
+    size = (shelf / "alice.txt").stat().st_size
+    stages = [f"  reading {size / 1e6:.0f} MB of text", "  pg11: ", "  pg11: 2 chapters found"]
+    assert said[1].startswith(stages[0]) and said[2].startswith(stages[1]), said
+    assert "finding chapters" in said[2] and said[3] == stages[2], said
+    if lib.characters is not None:
+        assert "  pg11: building the character index (2 chapters)" in said, said
+    quiet: list[str] = []
+    lib.ingest([shelf / "wild.txt"], show_progress=False, on_event=quiet.append)
+    assert not [m for m in quiet if "reading" in m or "chapters found" in m], quiet
+    lib.close()

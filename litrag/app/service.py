@@ -31,7 +31,7 @@ from litrag.builders import (
     build_window_encoder,
 )
 from litrag.ingestion.library import BookRecord, IngestReport, Library
-from litrag.query.answer import CONDENSE_PROMPT, Answer, AnswerStream
+from litrag.query.answer import Answer, AnswerStream, condense_prompt
 from litrag.query.retriever import RetrievalSettings, loaded_books
 from litrag.query.stores import store_description
 from litrag.settings import Settings
@@ -45,6 +45,9 @@ _FOLLOW_UP = re.compile(
     re.IGNORECASE,
 )
 MAX_ENGINES = 32  # engines kept for reuse (a book x spoiler limit x settings each)
+_ECHOED_TAG = re.compile(
+    r"</?(?:question|conversation)>|^\s*standalone question:", re.IGNORECASE | re.MULTILINE
+)
 HISTORY_TURNS = 3  # turns shown to the rewriting LLM: enough for pronouns, cheap to prefill
 
 
@@ -323,9 +326,8 @@ class ChatService:
                 f"user: {t.question}\nassistant: {t.answer[:400]}" for t in recent
             )
             try:
-                raw = llm.complete(
-                    CONDENSE_PROMPT.format(title=title, chat_history=transcript, question=message)
-                ).text
+                raw = llm.complete(condense_prompt(title, transcript, message)).text
+                raw = _ECHOED_TAG.sub("", raw)  # a small model may echo the prompt's tags
                 lines = [ln.strip().strip('"').strip() for ln in raw.splitlines() if ln.strip()]
                 if lines:
                     return lines[0]

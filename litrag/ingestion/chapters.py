@@ -22,6 +22,7 @@ for locating evidence spans). Choices, for whoever reads the metadata:
 from __future__ import annotations
 
 import re
+from array import array
 from dataclasses import dataclass
 
 from llama_index.core import Document
@@ -158,16 +159,35 @@ def detect_units(text: str) -> list[Unit]:
     return units
 
 
+class _Lines:
+    """``text.split("\\n")`` without the list: each line sliced when asked for, from an array of
+    line offsets (a 200 MB book has millions of lines; as strings they cost more than the text)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.offsets = array("q", [0])
+        self.offsets.extend(m.end() for m in _NEWLINE.finditer(text))
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __getitem__(self, i: int) -> str:
+        if not 0 <= i < len(self.offsets):
+            raise IndexError(i)
+        end = self.offsets[i + 1] - 1 if i + 1 < len(self.offsets) else len(self.text)
+        return self.text[self.offsets[i] : end]
+
+
+_NEWLINE = re.compile("\n")
+
+
 def _find_headings(text: str) -> list[_Heading]:
     """Every line that looks like a heading and stands alone between blank lines."""
-    lines = text.split("\n")
-    offsets = [0] * len(lines)
-    pos = 0
-    for i, line in enumerate(lines):
-        offsets[i] = pos
-        pos += len(line) + 1
+    lines = _Lines(text)
+    offsets = lines.offsets
     headings: list[_Heading] = []
-    for i, line in enumerate(lines):
+    for i in range(len(lines)):
+        line = lines[i]
         s = line.strip()
         if not s or len(s) > 100 or (i > 0 and lines[i - 1].strip()):
             continue

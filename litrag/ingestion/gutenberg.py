@@ -37,8 +37,8 @@ _END = re.compile(
     r"|^[ \t]*\*+[ \t]*START\*+[ \t]*THE SMALL PRINT",
     _F,
 )
-_CREDITS = re.compile(
-    r"\A\s*(?:Produced by|E-?text prepared by|Prepared by|Transcribed (?:by|from))\b"
+_CREDITS = re.compile(  # matched at the body's start (``match(raw, begin, end)``)
+    r"\s*(?:Produced by|E-?text prepared by|Prepared by|Transcribed (?:by|from))\b"
     r"[^\n]*(?:\n[ \t]*\S[^\n]*)*",
     re.IGNORECASE,
 )
@@ -88,12 +88,14 @@ def load_book(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTE
     p = Path(path)
     data = read_book_bytes(p, max_bytes)
     raw, encoding, warnings = _decode(data, p)
-    raw = raw.replace("\r\n", "\n").replace("\r", "\n")
+    del data  # a big book holds the text once or twice while loading, never its bytes too
+    if "\r" in raw:
+        raw = raw.replace("\r\n", "\n").replace("\r", "\n")
     controls = count_controls(raw)
     if controls:  # ESC, BEL, OSC...: never part of a story, and never to reach a terminal
         raw = strip_controls(raw)
         warnings.append(f"removed {controls} control character(s) (terminal escapes and the like)")
-    if not raw.strip():
+    if not raw or raw.isspace():
         raise BookLoadError(p, "empty file (only whitespace)")
     body, header, marker_warnings = _strip_gutenberg(raw)
     warnings += marker_warnings
@@ -203,10 +205,13 @@ def _strip_gutenberg(raw: str) -> tuple[str, str, list[str]]:
     later = [m for m in starts if end_m and m.start() >= end_m.end()]
     if later:  # two books in one file: the first is kept, the second said, not lost silently
         warnings.append(_second_block(raw, later[0]))
-    body = raw[begin:end]
-    if starts:
-        body = _CREDITS.sub("", body, count=1)
-    return body.strip(), header, warnings
+    if starts and (credits := _CREDITS.match(raw, begin, end)):
+        begin = credits.end()
+    while begin < end and raw[begin].isspace():  # stripped by index: one copy of the body
+        begin += 1
+    while end > begin and raw[end - 1].isspace():
+        end -= 1
+    return raw[begin:end], header, warnings
 
 
 def _second_block(raw: str, start: re.Match[str]) -> str:

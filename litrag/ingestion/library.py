@@ -9,21 +9,17 @@ The registry (``books.json``) marks a book complete only after its last batch is
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import threading
 import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.callbacks import CBEventType
-from llama_index.core.callbacks.base_handler import BaseCallbackHandler
 from llama_index.core.ingestion import DocstoreStrategy, IngestionCache, IngestionPipeline
 from llama_index.core.schema import BaseNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
@@ -32,6 +28,7 @@ from tqdm.auto import tqdm
 
 from litrag.chunkers.children import ParagraphAligner, block_children
 from litrag.ingestion.book_points import BookScan, book_filter, count_points
+from litrag.ingestion.catalog import text_bytes
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.damage import REPAIR, LibraryDamagedError, Problem
 from litrag.ingestion.embedder_record import check_embedder, embedder_key
@@ -47,9 +44,11 @@ from litrag.ingestion.registry import (
     read_rows,
     refresh_record,
     source_path,
+    text_digest,
     write_rows,
 )
 from litrag.ingestion.removal import finish_removal, pending_removal, start_removal
+from litrag.ingestion.timing import IngestTimer
 from litrag.narrative.index import index_path, remove_index
 from litrag.segment import LitSegNodeParser
 
@@ -60,6 +59,7 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
+BIG_BOOK_BYTES = 8 * 1024 * 1024  # a book's text this big or bigger: a line per early stage
 _NODE_NAMESPACE = uuid.UUID("6f1c2a52-5b1e-4c55-9d7c-6d1f2b8e7a10")
 
 
@@ -200,7 +200,7 @@ class Library:
             sort_keys=True,
             default=str,
         )
-        return hashlib.sha256((text + "\0" + settings).encode("utf-8")).hexdigest()
+        return text_digest(text, "\0", settings)  # a big book is not copied to be hashed
 
     # -- ingest -----------------------------------------------------------------------------
 
@@ -308,6 +308,11 @@ class Library:
         ready: Prefetched | None = None,
     ) -> None:
         t0 = time.perf_counter()
+        size = text_bytes(file)
+        # With progress shown, a big book says each stage before its chapter bar (reading,
+        # chapters, characters): they took minutes in silence for a book of hundreds of MB.
+        stage = say if show_progress and size >= BIG_BOOK_BYTES else (lambda _msg: None)
+        stage(f"  reading {size / 1e6:.0f} MB of text")
         if ready is not None:
             book, docs = ready.result()  # raises what loading raised, as load_book would
             for key, nodes in ready.segmented:  # the pipeline's cache hits for this book
@@ -315,7 +320,9 @@ class Library:
         else:
             book = load_book(file, max_bytes=self.max_bytes)
             t_split = time.perf_counter()
+            stage(f"  {book.book_id}: {len(book.text) / 1e6:.1f} M characters; finding chapters")
             docs = split_chapters(book)
+        stage(f"  {book.book_id}: {len(docs)} chapters found")
         for warning in book.warnings:  # what loading noticed (a second book, a guessed codec)
             say(f"  warning: {book.book_id}: {warning}")
         self.in_progress = (book.book_id, 0, len(docs))
@@ -370,13 +377,14 @@ class Library:
             source_digest=file_digest(file),
         )
         self._save_record(record)
-        timer = _Timer()
+        timer = IngestTimer()
         windows_before = getattr(self.window_encoder, "seconds", 0.0)
         children_windows = 0.0  # of the window clock, the children's (in embed_children)
         for component in (self.parser, self.embed_model):
             component.callback_manager.add_handler(timer)
         tagger = None
         if self.characters:
+            stage(f"  {book.book_id}: building the character index ({len(docs)} chapters)")
             t_chars = time.perf_counter()
             tagger = self.characters.prepare(book.book_id, docs)
             timer.add("characters", time.perf_counter() - t_chars)
@@ -446,7 +454,9 @@ class Library:
         """The book's paragraph children in their store (0 without one)."""
         return 0 if self.children_store is None else count_points(self.children_store, book_id)
 
-    def _store_children(self, blocks: list[BaseNode], chapters: list[Any], timer: _Timer) -> float:
+    def _store_children(
+        self, blocks: list[BaseNode], chapters: list[Any], timer: IngestTimer
+    ) -> float:
         """Embed and store the paragraph children of a batch's (aligned, stored) blocks;
         returns the seconds their sentence windows took (the store embeds those).
 
@@ -586,64 +596,3 @@ def _load(
     except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError is a ValueError
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise LibraryDamagedError([Problem(f"{path} is damaged ({reason})", fix, kind)]) from None
-
-
-class _Timer(BaseCallbackHandler):
-    """Seconds spent parsing and embedding, from LlamaIndex's own callback events."""
-
-    _NAMES: ClassVar[dict[CBEventType, str]] = {
-        CBEventType.NODE_PARSING: "segment",
-        CBEventType.EMBEDDING: "embed",
-    }
-
-    def __init__(self) -> None:
-        super().__init__(event_starts_to_ignore=[], event_ends_to_ignore=[])
-        self._thread = threading.get_ident()  # the prefetch thread's events are its own
-        self._open: dict[str, float] = {}
-        self._totals: dict[str, float] = {}
-
-    def on_event_start(
-        self,
-        event_type: CBEventType,
-        payload: dict[str, Any] | None = None,
-        event_id: str = "",
-        parent_id: str = "",
-        **kwargs: Any,
-    ) -> str:
-        if event_type in self._NAMES and threading.get_ident() == self._thread:
-            self._open[event_id] = time.perf_counter()
-        return event_id
-
-    def on_event_end(
-        self,
-        event_type: CBEventType,
-        payload: dict[str, Any] | None = None,
-        event_id: str = "",
-        **kwargs: Any,
-    ) -> None:
-        t0 = self._open.pop(event_id, None)
-        if t0 is not None:
-            self.add(self._NAMES[event_type], time.perf_counter() - t0)
-
-    def start_trace(self, trace_id: str | None = None) -> None:
-        return None
-
-    def end_trace(
-        self, trace_id: str | None = None, trace_map: dict[str, list[str]] | None = None
-    ) -> None:
-        return None
-
-    def add(self, name: str, seconds: float) -> None:
-        self._totals[name] = self._totals.get(name, 0.0) + max(seconds, 0.0)
-
-    def get(self, name: str) -> float:
-        return self._totals.get(name, 0.0)
-
-    def move(self, src: str, dst: str, seconds: float) -> None:
-        """Count ``seconds`` of ``src`` under ``dst`` instead."""
-        seconds = min(max(seconds, 0.0), self.get(src))
-        self._totals[src] = self.get(src) - seconds
-        self.add(dst, seconds)
-
-    def totals(self) -> dict[str, float]:
-        return {k: round(v, 2) for k, v in self._totals.items()}

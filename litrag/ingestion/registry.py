@@ -82,6 +82,16 @@ def file_digest(file: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
+def text_digest(*parts: str, piece: int = 1 << 20) -> str:
+    """The sha256 of ``parts`` joined, as UTF-8: ``sha256("".join(parts).encode())``, encoded a
+    piece at a time, without a joined copy and an encoded copy of a book of hundreds of MB."""
+    h = hashlib.sha256()
+    for part in parts:
+        for start in range(0, len(part), piece):
+            h.update(part[start : start + piece].encode("utf-8"))
+    return h.hexdigest()
+
+
 def refresh_record(
     rec: BookRecord,
     file: str | os.PathLike[str],

@@ -80,6 +80,7 @@ __all__ = [
     "Quote",
     "Source",
     "chunk_heading",
+    "condense_prompt",
     "describe_llm_error",
     "estimate_tokens",
     "extractive_answer",
@@ -119,12 +120,14 @@ QA_PROMPT = ChatPromptTemplate(
     ]
 )
 
+# The chat's condense step (``condense_prompt`` fills it): the conversation (the reader's words
+# and earlier answers, which may quote the book) and the follow-up are quoted data to rewrite.
 CONDENSE_TEMPLATE = (
-    "Here is a conversation about the book {title}, and a follow-up message from the reader. "
-    "Rewrite the follow-up as one standalone question that can be understood without the "
-    "conversation (replace pronouns with the names they refer to). If it already stands alone, "
-    "repeat it unchanged. Reply with the question only.\n\n"
-    "<Chat History>\n{chat_history}\n\n<Follow Up Message>\n{question}\n\n<Standalone question>\n"
+    "Here is a conversation about the book {title} inside <conversation> tags, and a follow-up "
+    "message from the reader inside <question> tags. Rewrite the follow-up as one standalone "
+    "question that can be understood without the conversation (replace pronouns with the names "
+    "they refer to). If it already stands alone, repeat it unchanged. Reply with the question "
+    "only. " + DATA_RULE + "\n\n{chat_history}\n\n{question}\n\nStandalone question:\n"
 )
 CONDENSE_PROMPT = PromptTemplate(CONDENSE_TEMPLATE)
 
@@ -152,6 +155,15 @@ def format_chunk(nws: NodeWithScore, text: str | None = None, max_chars: int | N
     if max_chars is not None and len(body) > max_chars:
         body = body[:max_chars] + " [...]"
     return quoted(PASSAGE_TAG, body, **{"from": chunk_heading(nws)})
+
+
+def condense_prompt(title: str, transcript: str, question: str) -> str:
+    """``CONDENSE_PROMPT`` with the title, the conversation and the follow-up as quoted data."""
+    return CONDENSE_PROMPT.format(
+        title=quoted_title(title),
+        chat_history=quoted("conversation", transcript),
+        question=quoted("question", question),
+    )
 
 
 def estimate_tokens(text: str) -> int:
