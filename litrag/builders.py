@@ -46,8 +46,13 @@ def build_embed_model(s: Settings, model_path: str | Path | None = None) -> Base
 
 def build_served_embedding(s: Settings) -> BaseEmbedding:
     """The embedding server at ``LITRAG_EMBED_URL`` (probed once: a dead server is one line)."""
-    from litrag.models.served_embeddings import ServedEmbedding, ServedEmbeddingError
-
+    try:
+        from litrag.models.served_embeddings import ServedEmbedding, ServedEmbeddingError
+    except ImportError as exc:  # the client package is an extra
+        raise SettingsError(
+            f"LITRAG_EMBED_URL needs litrag[openai] ({exc.name} is not installed): "
+            "pip install 'litrag[openai]'"
+        ) from None
     assert s.embed_url
     try:
         return ServedEmbedding.from_server(

@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 from test_nomic import _installed, chapter_one_passages, embed, models_dir  # noqa: F401
 
+pytest.importorskip("llama_index.embeddings.openai_like", reason="needs litrag[openai]")
+
 from litrag.builders import build_embed_model, build_window_encoder
 from litrag.models.served_embeddings import (
     QWEN3_QUERY,
