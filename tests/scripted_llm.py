@@ -121,6 +121,16 @@ class ScriptedServer(ThreadingHTTPServer):
         self.server_close()
 
 
+def send_json(handler: BaseHTTPRequestHandler, code: int, payload: Any) -> None:
+    """One JSON reply with its status, from any scripted endpoint's handler."""
+    data = json.dumps(payload).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 class _ScriptedHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # /v1/models, as a readiness probe would ask
         self._send({"object": "list", "data": [{"id": "scripted", "object": "model"}]})
@@ -153,12 +163,7 @@ class _ScriptedHandler(BaseHTTPRequestHandler):
         )
 
     def _send(self, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, 200, payload)
 
     def log_message(self, *args: object) -> None:
         pass

@@ -8,7 +8,6 @@ Skipped where ``litrag[quality]`` is not installed (the model comes from its sli
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scripted_llm import send_json
 from test_nomic import _installed, chapter_one_passages, embed, models_dir  # noqa: F401
 
 pytest.importorskip("llama_index.embeddings.openai_like", reason="needs litrag[openai]")
@@ -114,13 +114,7 @@ class _Listing(BaseHTTPRequestHandler):
     reply: tuple[int, dict] = (200, {"data": []})
 
     def do_GET(self) -> None:
-        code, body = self.reply
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, *self.reply)
 
     def log_message(self, *args: object) -> None:
         pass
