@@ -214,6 +214,10 @@ def main() -> int:
                     "error": answer.error,
                     "unsupported_names": _unsupported(text, grounds + " " + it["question"], names),
                     "sources": [f"ch{x.chapter_index} s{x.sentence_from}" for x in answer.sources],
+                    # What the LLM read (excerpts where cut): checks of an answer against its
+                    # sources can then be tried on a run's lines without the LLM.
+                    "source_texts": [x.excerpt or x.text for x in answer.sources],
+                    "upto": it["upto"],
                     "withheld": answer.withheld,  # the name check's (query.name_check)
                     "draft": answer.draft,
                     "llm_called": answer.mode == "llm",

@@ -417,7 +417,7 @@ class Reply:
         ``litrag``, then ``[DONE]``."""
         yield self._chunk({"role": "assistant", "content": ""})
         held = [t for s in self.stream.sources for t in (s.text, s.book_title)]
-        gate = NameGate([*held, self.question, self.standalone])
+        gate = NameGate([*held, self.question, self.standalone], self.standalone or self.question)
         draft, sent = "", 0
         for piece in self.stream:
             draft += piece

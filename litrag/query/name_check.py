@@ -281,15 +281,22 @@ def withdraw_unsupported(
     orders = instruction_words(texts, asked, title)
     obeyed = [w for w in orders if w in said and w not in book.lowercase]
     names = [] if obeyed else unsupported_names(run.text, texts, asked, book, title)
-    if not names and not obeyed:
+    from litrag.query.name_link import untied_names, untied_note  # it builds on this module
+
+    untied = [] if obeyed or names else untied_names(run.text, asked, texts, book, title)
+    if not names and not obeyed and not untied:
         return
-    logger.info("answer withheld: %s (%r)", names or obeyed, run.text)
-    run.draft, run.withheld = run.text, names or obeyed
-    note = (
-        "(A draft answer repeated an instruction written in the book's text, so it was withheld.)"
-        if obeyed
-        else dropped_note(names)
-    )
+    logger.info("answer withheld: %s (%r)", names or obeyed or untied, run.text)
+    run.draft, run.withheld = run.text, names or obeyed or untied
+    if obeyed:
+        note = (
+            "(A draft answer repeated an instruction written in the book's text, so it was "
+            "withheld.)"
+        )
+    elif names:
+        note = dropped_note(names)
+    else:
+        note = untied_note(untied)
     run.text = f"{no_answer_text(title, run.upto_chapter)} {note}"
 
 
@@ -303,8 +310,20 @@ class NameGate:
     that point (it flags a subset of such words), so a withdrawn draft never had its name sent.
     """
 
-    def __init__(self, held: Iterable[str]) -> None:
+    def __init__(self, held: Iterable[str], question: str = "") -> None:
+        held = list(held)
         self._held = {_fold(w) for t in held for w in _WORD.findall(t)}
+        # With the question: the sources' names not tied to it (``query.name_link``) stop the
+        # stream too, since the check may withdraw a draft for them. The names are read by the
+        # sources' own usage, which finds every name the book's usage finds (and some more).
+        self._untied: set[str] = set()
+        from litrag.query.name_link import asks_for_a_name, tied_names
+
+        if question and asks_for_a_name(question):
+            words = BookWords.of(held)
+            named = {_fold(n) for t in held for n in names_in(t, words)}
+            asked = {_fold(n) for n in names_in(question, words)}
+            self._untied = named - asked - tied_names(question, held, words)
         self._scanned = 0  # text before this offset was read and passed
         self.stopped_at: int | None = None
 
@@ -322,7 +341,7 @@ class NameGate:
             f = _fold(word)
             if not word[0].isupper() or len(f) < 2 or f in stop or f in _NOT_NAMES:
                 continue
-            if not _known(word, self._held):
+            if not _known(word, self._held) or f in self._untied:
                 self.stopped_at = m.start()
                 return m.start()
         self._scanned = whole
