@@ -49,14 +49,62 @@ def _unsupported(answer: str, grounds: str, names: list[tuple[str, list[str]]]) 
     return out
 
 
-def rescore(path: Path, reader: list[Path]) -> int:
-    """The tables of an earlier run, its reader answers scored by today's scorer."""
+def recheck(row: dict[str, Any], books_dir: Path, words: dict[str, Any]) -> None:
+    """``row``'s draft put through today's answer checks (``name_check.withdraw_unsupported``)
+    against the passages it read (``source_texts``), the book's words read from its file in
+    ``books_dir`` (the whole book: the product reads them up to the reader's limit)."""
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from litrag.ingestion.gutenberg import load_book
+    from litrag.query.answer_types import AnswerRun
+    from litrag.query.name_check import BookWords, withdraw_unsupported
+
+    if not row.get("llm_called") or row.get("error") or "source_texts" not in row:
+        return  # stopped before the LLM, failed, or a run from before the passages were kept
+    book = row["book"]
+    if book not in words:
+        path = next(books_dir.glob(f"{book}_*.txt"))
+        loaded = load_book(path)
+        words[book] = (BookWords.of([loaded.text]), loaded.title)
+    book_words, title = words[book]
+    run = AnswerRun(
+        question=row["question"],
+        sources=[],
+        mode="llm",
+        answered_by="recheck",
+        retrieval="",
+        book_ids=[book],
+        upto_chapter=row.get("upto"),
+    )
+    run.text = row.get("draft") or row["answer"]
+    used = [NodeWithScore(node=TextNode(text=t), score=1.0) for t in row["source_texts"]]
+    withdraw_unsupported(run, used, book_words, title)
+    row["answer"], row["draft"], row["withheld"] = run.text, run.draft, run.withheld
+
+
+def rescore(
+    path: Path, reader: list[Path], keyed: list[Path], books_dir: Path | None = None
+) -> int:
+    """The tables of an earlier run, its reader answers scored by today's scorer (and, with
+    ``books_dir``, each draft put through today's answer checks first: ``recheck``)."""
     from litrag.eval.keyfacts import load_reader_questions, score_answer
 
     by_id = {q.id: q for f in reader for q in load_reader_questions(f)}
+    keys = {
+        r["question"]: r["key"]
+        for f in keyed
+        for r in (json.loads(x) for x in f.read_text().splitlines() if x.strip())
+    }
+    words: dict[str, Any] = {}
     results: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("{"):
+            continue
         row = json.loads(line)
+        if books_dir is not None:
+            recheck(row, books_dir, words)
+        if row["kind"] == "keyed" and row["question"] in keys:
+            row["correct"] = bool(re.search(keys[row["question"]], row["answer"], re.I))
         if row["kind"] == "reader" and row.get("id") in by_id:
             q = by_id[row["id"]]
             sc = score_answer(q, row["answer"])
@@ -111,9 +159,16 @@ def main() -> int:
         help="score the answers of an earlier --out file again (reader rows, by id, against the "
         "--reader files; keyed rows keep their score) and print the tables; no LLM runs",
     )
+    ap.add_argument(
+        "--recheck",
+        type=Path,
+        metavar="BOOKS_DIR",
+        help="with --rescore: put each draft through today's answer checks first, against the "
+        "passages it read (the books' files in BOOKS_DIR give their words)",
+    )
     args = ap.parse_args()
     if args.rescore:
-        return rescore(args.rescore, args.reader)
+        return rescore(args.rescore, args.reader, args.keyed, args.recheck)
 
     from litrag.builders import (
         build_answer_llm,
