@@ -30,6 +30,7 @@ import logging
 import math
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any, Literal
 
@@ -407,9 +408,7 @@ class QdrantServerStore(QdrantVectorStore):
         """The query's doc ids, node ids and metadata filters as one filter (node ids mapped to
         point ids as they were written)."""
         if query.node_ids:
-            query = query.model_copy(
-                update={"node_ids": [str(node_id_to_point_id(n)) for n in query.node_ids]}
-            )
+            query = replace(query, node_ids=[str(node_id_to_point_id(n)) for n in query.node_ids])
         return self._build_query_filter(query)
 
     def window_rescore(
