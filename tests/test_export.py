@@ -196,4 +196,43 @@ def test_export_refuses_a_bad_target_in_one_line(tmp_path, monkeypatch, capsys, 
     out, err = capsys.readouterr()
     assert (code, out) == (2, "") and len(err.splitlines()) == 1, err
     assert err.startswith(f"error: {message}"), err
-    assert not (home / "export-progress.json").exists()
+    assert not list(home.glob("export-progress*.json"))
+
+
+def test_cli_export_to_and_from_a_server_carries_blocks_and_children(
+    tmp_path,
+    monkeypatch,
+    capsys,
+    corpus,  # noqa: F811
+):
+    """`litrag export --to` copies the blocks and their children's collection; `--from` brings
+    them back into an empty home, windows included."""
+    from litrag.cli import main
+    from litrag.query.stores import children_collection
+    from litrag.query.windows import SentenceWindowEncoder
+
+    windows = SentenceWindowEncoder(lambda t: corpus.encode(t).tolist())
+    enc = BM25Encoder()
+    for name in ("litrag", children_collection("litrag")):
+        with QdrantEdgeVectorStore(
+            tmp_path / "home" / "index", name, sparse_doc_fn=enc.doc_fn, window_doc_fn=windows
+        ) as s:
+            s.add(corpus.copy_nodes()[:30])
+    monkeypatch.delenv("QDRANT_URL", raising=False)
+    monkeypatch.setenv("LITRAG_HOME", str(tmp_path / "home"))
+    server = f"path:{tmp_path / 'server'}"
+    assert main(["export", "--to", server]) == 0
+    assert capsys.readouterr().out.count("verified") == 2
+    monkeypatch.setenv("LITRAG_HOME", str(tmp_path / "again"))
+    assert main(["export", "--from", server]) == 0
+    assert capsys.readouterr().out.count("verified") == 2
+    for name in ("litrag", children_collection("litrag")):
+        with (
+            QdrantEdgeVectorStore(tmp_path / "home" / "index", name) as a,
+            QdrantEdgeVectorStore(tmp_path / "again" / "index", name) as b,
+        ):
+            assert b.config.window_vector_name
+            want = {p.id: (p.dense, p.sparse, p.windows) for p in a.iter_points()}
+            assert {p.id: (p.dense, p.sparse, p.windows) for p in b.iter_points()} == want
+    assert main(["export", "--from", server]) == 2  # never over an existing library
+    assert "exists" in capsys.readouterr().err
