@@ -356,3 +356,37 @@ def test_local_mode_cannot_shard(tmp_path: Path) -> None:
                 client.create_shard_key("c", shard_key="pg11")
     finally:
         client.close()
+
+
+def test_a_collection_made_before_keeps_the_servers_idf(tmp_path: Path, library: Library) -> None:
+    """A collection LlamaIndex's store made (IDF modifier, no windows, no ``_terms``) opens with
+    the server's collection-wide IDF, and answers BM25 as that store does."""
+    from llama_index.vector_stores.qdrant import QdrantVectorStore
+    from qdrant_client import models
+
+    enc = BM25Encoder()
+    client = QdrantClient(path=str(tmp_path))
+    try:
+        old = QdrantVectorStore(
+            collection_name="old",
+            client=client,
+            enable_hybrid=True,
+            dense_vector_name="text-dense",
+            sparse_vector_name="text-sparse",
+            sparse_doc_fn=enc.doc_fn,
+            sparse_query_fn=enc.query_fn,
+            sparse_config=models.SparseVectorParams(modifier=models.Modifier.IDF),
+        )
+        old.add([n.model_copy(deep=True) for n in library.nodes[:120]])
+        store = QdrantServerStore(
+            "old", client, sparse_doc_fn=enc.doc_fn, sparse_query_fn=enc.query_fn
+        )
+        assert store.idf_scope == "collection" and store.window_vector_name is None
+        for q in library.questions[:5]:
+            query = _query(library, q["question"], "sparse", MetadataFilters(filters=[]))
+            want, got = old.query(query), store.query(query)
+            assert got.ids == want.ids
+            np.testing.assert_allclose(got.similarities, want.similarities, rtol=1e-5)
+            assert store.query(query, sparse_window_weight=0.3).ids  # windows cut from the text
+    finally:
+        client.close()

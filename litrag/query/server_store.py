@@ -294,7 +294,11 @@ class QdrantServerStore(QdrantVectorStore):
         if node_ids == []:
             return
         flt = self._ids_and_filters(node_ids, filters) or models.Filter()
-        self._client.delete(collection_name=self.collection_name, points_selector=flt)
+        self._client.delete(
+            collection_name=self.collection_name,
+            points_selector=flt,
+            shard_key_selector=self._keys(filters),  # a book's removal visits its shard only
+        )
 
     # ----------------------------------------------------------------------------- reads
     def _ids_and_filters(
