@@ -390,3 +390,16 @@ def test_a_collection_made_before_keeps_the_servers_idf(tmp_path: Path, library:
             assert store.query(query, sparse_window_weight=0.3).ids  # windows cut from the text
     finally:
         client.close()
+
+
+def test_settings_shard_a_new_server_collection_by_book(tmp_path: Path) -> None:
+    """LITRAG_QDRANT_SHARD_GROUPS reaches a new server collection through the builders."""
+    from litrag.builders import build_store
+    from litrag.settings import Settings
+
+    s = Settings(home=tmp_path / "home", qdrant_url=f"path:{tmp_path / 'q'}", qdrant_shard_groups=4)
+    store = build_store(s, dense_dim=8)
+    assert isinstance(store, QdrantServerStore)
+    assert store.shard_by_book and store.shard_groups == 4
+    plain = build_store(Settings(home=tmp_path / "home", qdrant_url=f"path:{tmp_path / 'q'}"))
+    assert not plain.shard_by_book

@@ -11,6 +11,7 @@ embedded store does. Book-filtered requests name the books' shard keys when shar
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -28,16 +29,21 @@ from litrag.query.edge_points import SENTENCE_TERMS_KEY
 
 if TYPE_CHECKING:
     from litrag.query.edge_search import HybridFusionCallable
-    from litrag.query.server_store import QdrantServerStore
 
 _NODE_KEYS = ["_node_content", "_node_type"]
+TERMS_KEY = "_terms"  # a block's distinct BM25 term ids: the document frequencies count them
+
+
+def bm25_idf(n: int, df: int) -> float:
+    """Qdrant's IDF modifier (and Lucene's): ``ln(1 + (N - df + 0.5) / (df + 0.5))``."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
 @dataclass(frozen=True)
 class ServerSearch:
     """One query on ``store`` (its settings as they are now) with the hybrid ``fuse``."""
 
-    store: QdrantServerStore
+    store: Any  # a QdrantServerStore (which imports this module)
     fuse: HybridFusionCallable
 
     def run(self, query: VectorStoreQuery, kwargs: Mapping[str, Any]) -> VectorStoreQueryResult:
@@ -116,8 +122,6 @@ class ServerSearch:
     ) -> dict[int, float]:
         """Each query term's IDF: over the filter's points, from exact counts; under the
         server's own IDF (a legacy collection), read back as the embedded store does."""
-        from litrag.query.server_store import TERMS_KEY, bm25_idf
-
         if not terms:
             return {}
         st = self.store

@@ -27,7 +27,6 @@ checks, ``delete``. What it replaces, and why:
 from __future__ import annotations
 
 import logging
-import math
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -54,6 +53,7 @@ from litrag.query.edge_points import (
     node_id_to_point_id,
 )
 from litrag.query.fusion import reciprocal_rank_fusion, relative_score_fusion
+from litrag.query.server_search import TERMS_KEY, ServerSearch
 from litrag.query.server_shards import books_of, keys_for, shard_key
 from litrag.query.window_bm25 import DEFAULT_POOL, WindowKind, rescore, sentence_terms
 
@@ -63,7 +63,6 @@ DENSE_NAME = "text-dense"
 SPARSE_NAME = "text-sparse"
 WINDOW_NAME = "text-windows"  # the sentence-window multivector (MaxSim)
 SHARD_GROUPS_KEY = "litrag_shard_groups"  # collection metadata: book groups (0: a key per book)
-TERMS_KEY = "_terms"  # a block's distinct BM25 term ids: the document frequencies count them
 _NODE_KEYS = ["_node_content", "_node_type"]
 PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
     "book_id": models.PayloadSchemaType.KEYWORD,
@@ -72,11 +71,6 @@ PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
     "ref_doc_id": models.PayloadSchemaType.KEYWORD,
     TERMS_KEY: models.PayloadSchemaType.INTEGER,
 }
-
-
-def bm25_idf(n: int, df: int) -> float:
-    """Qdrant's IDF modifier (and Lucene's): ``ln(1 + (N - df + 0.5) / (df + 0.5))``."""
-    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
 def distinct_terms(indices: Sequence[int]) -> list[int]:
@@ -401,8 +395,6 @@ class QdrantServerStore(QdrantVectorStore):
         """
         if not self._collection_initialized:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-        from litrag.query.server_search import ServerSearch
-
         fuse = relative_score_fusion
         if self.hybrid_fusion == "rrf":
             fuse = partial(reciprocal_rank_fusion, k=60)
