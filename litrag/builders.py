@@ -151,6 +151,9 @@ def build_store(s: Settings, **kwargs: Any) -> BasePydanticVectorStore:
     from litrag.query.stores import make_vector_store
 
     kwargs.setdefault("collection", s.collection)
+    if s.qdrant_url:  # how a new server collection is sharded
+        kwargs.setdefault("shard_by_book", s.qdrant_shard_by_book or bool(s.qdrant_shard_groups))
+        kwargs.setdefault("shard_groups", s.qdrant_shard_groups)
     return make_vector_store(s.home, url=s.qdrant_url, api_key=s.qdrant_api_key, **kwargs)
 
 

@@ -65,6 +65,8 @@ ENV_VARS = {
     "home": "LITRAG_HOME",
     "qdrant_url": "QDRANT_URL",
     "qdrant_api_key": "QDRANT_API_KEY",
+    "qdrant_shard_by_book": "LITRAG_QDRANT_SHARD_BY_BOOK",
+    "qdrant_shard_groups": "LITRAG_QDRANT_SHARD_GROUPS",
     "llm_url": "LITRAG_LLM_URL",
     "llm_model": "LITRAG_LLM_MODEL",
     "segment_url": "LITRAG_SEGMENT_URL",
@@ -253,6 +255,17 @@ class Settings(BaseModel):
         default=None, description="A Qdrant server instead of the embedded store (QDRANT_URL)."
     )
     qdrant_api_key: str | None = Field(default=None, description="Its API key (QDRANT_API_KEY).")
+    qdrant_shard_by_book: bool = Field(
+        default=False,
+        description="A new server collection is sharded by book: a custom shard key per book "
+        "(LITRAG_QDRANT_SHARD_BY_BOOK); an existing collection keeps how it was made.",
+    )
+    qdrant_shard_groups: int | None = Field(
+        default=None,
+        ge=1,
+        description="Sharding by book over this many book groups (shard keys) instead of one "
+        "key per book (LITRAG_QDRANT_SHARD_GROUPS; implies sharding by book).",
+    )
     llm_url: str | None = Field(
         default=None, description="An OpenAI-compatible LLM server (LITRAG_LLM_URL)."
     )

@@ -1,5 +1,6 @@
-"""One vector-store contract, two backends: ``QdrantEdgeVectorStore`` (Qdrant engine in-process)
-and LlamaIndex's ``QdrantVectorStore`` on qdrant-client's embedded path (standing in for a server).
+"""One vector-store contract, three backends: ``QdrantEdgeVectorStore`` (Qdrant engine in-process),
+LlamaIndex's ``QdrantVectorStore`` and litrag's ``QdrantServerStore`` (its subclass) on
+qdrant-client's embedded path (standing in for a server).
 
 Real book paragraphs, real WordLlama sentence vectors, and a tiny deterministic BM25-ish sparse
 encoder (term hashes), so dense, sparse and hybrid answers can be checked and compared.
@@ -191,7 +192,28 @@ class ClientBackend(Backend):
         store.client.close()
 
 
-BACKENDS = [EdgeBackend(), ClientBackend()]
+class ServerBackend(Backend):
+    """litrag's server store (LlamaIndex's QdrantVectorStore subclassed) on local mode."""
+
+    name = "server-store"
+
+    def open(self, path: Path) -> BasePydanticVectorStore:
+        from qdrant_client import QdrantClient
+
+        from litrag.query.server_store import QdrantServerStore
+
+        return QdrantServerStore(
+            COLLECTION,
+            QdrantClient(path=str(path)),
+            sparse_doc_fn=sparse_docs,
+            sparse_query_fn=sparse_queries,
+        )
+
+    def close(self, store: BasePydanticVectorStore) -> None:
+        store.client.close()
+
+
+BACKENDS = [EdgeBackend(), ClientBackend(), ServerBackend()]
 
 
 @pytest.fixture(params=BACKENDS, ids=lambda b: b.name)

@@ -42,7 +42,7 @@ def test_default_is_edge_and_url_is_qdrant_client(tmp_path, monkeypatch):
     assert type(unset).__name__ == "QdrantEdgeVectorStore"
     unset.close()
     server = make_vector_store(tmp_path / "b", dense_dim=8, url=Settings().qdrant_url)
-    assert type(server).__name__ == "QdrantVectorStore"
+    assert type(server).__name__ == "QdrantServerStore"
     assert server.enable_hybrid
 
 
@@ -73,7 +73,7 @@ def test_same_pipeline_against_qdrant_client(books_dir, tmp_path, monkeypatch):
     assert res.nodes and all(n.metadata["book_id"] == "pg215" for n in res.nodes)
     # the paragraph children sit in a collection of their own on the server, and the product's
     # retrieval ranks the blocks through them there too
-    assert type(lib.children_store).__name__ == "QdrantVectorStore"
+    assert type(lib.children_store).__name__ == "QdrantServerStore"
     assert count_points(lib.children_store, "pg215") == lib.book("pg215").children > 5
     through = BookRetriever(lib.store, lib.embed_model, "pg215", children_store=lib.children_store)
     got = through.retrieve("Manuel doubled a piece of stout rope around Buck's neck")

@@ -55,6 +55,7 @@ class StoredPoint:
     dense: list[float] | None
     sparse: tuple[list[int], list[float]] | None
     payload: dict[str, Any]
+    windows: list[list[float]] | None = None  # the sentence-window multivector, where kept
 
 
 def node_id_to_point_id(node_id: str) -> uuid.UUID:
@@ -133,11 +134,13 @@ def stored_point(rec: qe.Record, config: EdgeStoreConfig) -> StoredPoint:
     """A record read with its vectors and payload, as an export writes it."""
     vec = rec.vector or {}
     sp = vec.get(config.sparse_vector_name)
+    win = vec.get(config.window_vector_name) if config.window_vector_name else None
     return StoredPoint(
         id=str(rec.id),
         dense=vec.get(config.dense_vector_name),
         sparse=(list(sp.indices), list(sp.values)) if sp is not None else None,
         payload=rec.payload or {},
+        windows=[list(w) for w in win] if win is not None else None,
     )
 
 

@@ -20,8 +20,8 @@ SPARSE_NAME = "text-sparse"
 # BM25's IDF over the books a query selects, not the whole library: a book's rare words (a dog's
 # name, a place) stay rare however many other books are loaded, so a book answers the same alone
 # or in a library. Collection-wide IDF let other books reorder a book's BM25 list: the ten Call
-# of the Wild questions scored 6/10 in the six-book library and 5/10 alone. A Qdrant server has
-# no filter-scoped IDF; there it stays collection-wide.
+# of the Wild questions scored 6/10 in the six-book library and 5/10 alone. The server store
+# (QdrantServerStore) computes the same filter-scoped IDF from counts (docs/qdrant-cluster.md).
 EDGE_IDF_SCOPE: Literal["collection", "filter"] = "filter"
 
 
@@ -53,6 +53,8 @@ def make_vector_store(
     window_doc_fn: Any = None,
     new_windowed: bool | None = None,
     thread_safe: bool = False,
+    shard_by_book: bool = False,
+    shard_groups: int | None = None,
 ) -> BasePydanticVectorStore:
     """A hybrid (dense + BM25) store for ``collection``.
 
@@ -60,12 +62,12 @@ def make_vector_store(
     one: a collection on the server, with ``book_id`` as a keyword payload index (the tenant key)
     and ``chapter_index`` indexed.
 
-    ``window_doc_fn`` (a ``SentenceWindowEncoder``): a new embedded collection also keeps each
-    block's sentence-window vectors and searches them for dense queries. It is needed to add
-    nodes, not to query; a server collection keeps one vector per block. ``new_windowed``
-    (embedded only) says whether a collection made now keeps them (default: whether
+    ``window_doc_fn`` (a ``SentenceWindowEncoder``): a new collection also keeps each block's
+    sentence-window vectors and searches them for dense queries. It is needed to add nodes, not
+    to query. ``new_windowed`` says whether a collection made now keeps them (default: whether
     ``window_doc_fn`` is given); an existing collection keeps what it was made with, and adding
-    to a windowed one still needs ``window_doc_fn``.
+    to a windowed one still needs ``window_doc_fn``. ``shard_by_book`` / ``shard_groups``
+    (server only): a new collection sharded by book (a key per book, or per book group).
 
     ``thread_safe``: for a process whose threads share the store (the chat UI); the embedded
     store's calls then take one lock (``LockedEdgeStore``); qdrant-client is thread-safe as is.
@@ -92,8 +94,12 @@ def make_vector_store(
         api_key,
         collection,
         encoder,
-        shards,
-        replication_factor,
+        shards=shards,
+        replication_factor=replication_factor,
+        window_doc_fn=window_doc_fn,
+        new_windowed=new_windowed,
+        shard_by_book=shard_by_book,
+        shard_groups=shard_groups,
     )
 
 
@@ -130,12 +136,18 @@ def _server_store(
     api_key: str | None,
     collection: str,
     encoder: BM25Encoder,
+    *,
     shards: int,
     replication_factor: int,
+    window_doc_fn: Any,
+    new_windowed: bool | None,
+    shard_by_book: bool,
+    shard_groups: int | None,
 ) -> BasePydanticVectorStore:
     try:
-        from llama_index.vector_stores.qdrant import QdrantVectorStore
-        from qdrant_client import QdrantClient, models
+        from qdrant_client import QdrantClient
+
+        from litrag.query.server_store import QdrantServerStore
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
             "QDRANT_URL needs the 'server' extra: pip install 'litrag[server]'"
@@ -164,20 +176,15 @@ def _server_store(
             reason,
             "start it, or unset QDRANT_URL to use the embedded store",
         ) from None
-    store = QdrantVectorStore(
-        collection_name=collection,
-        client=client,
-        enable_hybrid=True,
-        dense_vector_name=DENSE_NAME,
-        sparse_vector_name=SPARSE_NAME,
+    return QdrantServerStore(
+        collection,
+        client,
         sparse_doc_fn=encoder.doc_fn,
         sparse_query_fn=encoder.query_fn,
-        sparse_config=models.SparseVectorParams(modifier=models.Modifier.IDF),
+        window_doc_fn=window_doc_fn,
+        new_windowed=new_windowed,
+        shard_by_book=shard_by_book,
+        shard_groups=shard_groups,
         shard_number=shards,
         replication_factor=replication_factor,
-        payload_indexes=[
-            {"field_name": "book_id", "field_schema": models.PayloadSchemaType.KEYWORD},
-            {"field_name": "chapter_index", "field_schema": models.PayloadSchemaType.INTEGER},
-        ],
     )
-    return store
