@@ -13,7 +13,8 @@
 # Installs <venv>/bin/llama-server and <venv>/share/llama.cpp/ (convert_hf_to_gguf.py, conversion/,
 # gguf-py/). The build is kept in $LITRAG_WHEELHOUSE (default ~/.cache/litrag/wheels), in a
 # folder named by the library's build tag, and copied from there on the next install. Building
-# takes about 10 minutes on 2 free cores (the whole library is compiled again, statically).
+# took 11.5 CPU-minutes here (the whole library is compiled again, statically): about 6-10
+# minutes on 2 free cores, an hour on cores shared with other work.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py="${1:-.venv/bin/python}"
