@@ -345,6 +345,21 @@ def build_reranker(model_path: str | Path, **kwargs: Any) -> BaseNodePostprocess
     return Qwen3Reranker(model_path=str(model_path), **kwargs)
 
 
+def build_served_reranker(s: Settings, top_n: int) -> BaseNodePostprocessor:
+    """The ``/rerank`` server at ``LITRAG_RERANK_URL``. Nothing is asked of it here: a dead or
+    stalled server costs each question one warning and the fused order, not the answer."""
+    from litrag.models.served_rerank import ServedReranker
+
+    assert s.rerank_url
+    return ServedReranker(
+        url=s.rerank_url,
+        model=s.rerank_model,
+        api_key=s.rerank_api_key,
+        top_n=top_n,
+        timeout=s.rerank_timeout,
+    )
+
+
 # ------------------------------------------------------------------------------ answering
 def thinking_off(model: str) -> dict[str, Any]:
     """OpenAI-call kwargs that turn Qwen3's thinking off (vLLM / SGLang chat templates)."""
@@ -465,6 +480,10 @@ def build_query_engine(
     done, partial = loaded_books(records)
     check_books(book_ids, done, partial)  # before opening (and locking) the store
     settings = retrieval or RetrievalSettings.from_settings(s)
+    if reranker is None and s.rerank_url:  # on by default where a rerank server is named
+        reranker = build_served_reranker(s, settings.top_k)
+        if "candidates" not in s.retrieval_overrides:  # LITRAG_RETRIEVAL_CANDIDATES wins
+            settings = settings.model_copy(update={"candidates": s.rerank_candidates})
     shared = store is not None
     if store is None:
         store = build_store(s)

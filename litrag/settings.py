@@ -8,7 +8,9 @@ such as ``vllm serve``), ``LITRAG_LLM_BACKEND`` (the client that talks to it: ``
 ``vllm`` or ``local``; see ``litrag.models.served``), ``LITRAG_LLM_API_KEY`` (the server's key),
 ``LITRAG_LLM_TEMPERATURE``, ``LITRAG_SEGMENT_URL`` / ``LITRAG_SEGMENT_MODEL`` (another server
 for segmentation, through the same backend), ``LITRAG_EMBED_MODEL`` (``minilm``, the ``fast``
-preset; ``nomic``, the ``quality`` preset; or a sentence-transformers folder).
+preset; ``nomic``, the ``quality`` preset; or a sentence-transformers folder), ``LITRAG_EMBED_URL``
+(a served embedder), ``LITRAG_RERANK_URL`` (a served reranker, with ``LITRAG_RERANK_MODEL``,
+``_API_KEY``, ``_CANDIDATES``, ``_TIMEOUT``).
 Answering: ``LITRAG_LOCAL_LLM`` (the packaged model started when no URL is set),
 ``LITRAG_MODELS`` (its folder), ``LITRAG_LLM_TIMEOUT`` (seconds), ``LITRAG_LLM_CONTEXT`` (tokens),
 ``LITRAG_RETRIEVAL`` (preset, with ``LITRAG_RETRIEVAL_<FIELD>`` overrides; see
@@ -85,6 +87,11 @@ ENV_VARS = {
     "embed_doc_prefix": "LITRAG_EMBED_DOC_PREFIX",
     "embed_batch": "LITRAG_EMBED_BATCH",
     "embed_timeout": "LITRAG_EMBED_TIMEOUT",
+    "rerank_url": "LITRAG_RERANK_URL",
+    "rerank_api_key": "LITRAG_RERANK_API_KEY",
+    "rerank_model": "LITRAG_RERANK_MODEL",
+    "rerank_candidates": "LITRAG_RERANK_CANDIDATES",
+    "rerank_timeout": "LITRAG_RERANK_TIMEOUT",
     "retrieval": "LITRAG_RETRIEVAL",
     "passage_order": "LITRAG_PASSAGE_ORDER",
     "focus_words": "LITRAG_FOCUS_WORDS",
@@ -353,6 +360,25 @@ class Settings(BaseModel):
         description="Seconds one embedding request may take (LITRAG_EMBED_TIMEOUT); the client "
         "retries twice with backoff.",
     )
+    rerank_url: str | None = Field(
+        default=None,
+        description="A /rerank server's /v1 base (LITRAG_RERANK_URL: vllm serve, llama-server "
+        "--reranking, infinity); set, it reranks every question's fused candidates.",
+    )
+    rerank_api_key: str | None = Field(default=None, description="LITRAG_RERANK_API_KEY.")
+    rerank_model: str | None = Field(
+        default=None, description="LITRAG_RERANK_MODEL; None: the server's only model."
+    )
+    rerank_candidates: int = Field(
+        default=20, ge=1, le=1000, description="Fused candidates sent (LITRAG_RERANK_CANDIDATES)."
+    )
+    rerank_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Seconds the server may take before the fused order is kept, with one "
+        "warning (LITRAG_RERANK_TIMEOUT).",
+    )
     segmenter: Literal["offline", "litseg-lite", "litseg"] | None = Field(
         default=None, description="None: litseg-lite when an LLM is configured, else offline."
     )
@@ -465,7 +491,7 @@ class Settings(BaseModel):
     def _qdrant_url(cls, v: str | None) -> str | None:
         return _check_url(v, ("http://", "https://", "path:"))
 
-    @field_validator("llm_url", "segment_url")
+    @field_validator("llm_url", "segment_url", "rerank_url")
     @classmethod
     def _llm_url(cls, v: str | None) -> str | None:
         return _check_url(v, ("http://", "https://"))

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # litrag's production models on this GPU machine in one command: `vllm serve` for the generator
-# (answers, judging) and the segmenter (LitSeg-Lite), then one settings file that points litrag
-# at them through the vllm backend (llama-index-llms-vllm). See docs/deploy.md.
+# (answers, judging) and the segmenter (LitSeg-Lite), and when asked the embedder and the
+# reranker, then one settings file that points litrag at all of them (the LLMs through the vllm
+# backend, llama-index-llms-vllm; /v1/embeddings and /v1/rerank directly). See docs/deploy.md.
 #
 #   bash scripts/deploy_vllm.sh                       # Qwen3.5-9B + Qwen3-4B-Instruct-2507
+#   bash scripts/deploy_vllm.sh --all                 # + Qwen3-Embedding-0.6B + Qwen3-Reranker-0.6B
 #   bash scripts/deploy_vllm.sh --generator Qwen/Qwen3-8B --segmenter none
 #   bash scripts/deploy_vllm.sh --dry-run             # print the commands and the settings only
 #   bash scripts/deploy_vllm.sh --stop                # stop what an earlier run started
 #   source ~/.litrag/vllm.env && litrag chat
 #
 # Weights must be on this machine already (a Hugging Face model id found in the local cache, or
-# a folder). --embedder / --reranker serve Qwen3-Embedding / Qwen3-Reranker too (pooling runner);
-# litrag does not read them yet (docs/deploy.md), so they are off unless asked for.
+# a folder). --embedder / --reranker (or --all) serve Qwen3-Embedding / Qwen3-Reranker too
+# (pooling runner): off unless asked for, since a served embedder needs the library embedded by
+# it (litrag reembed --served) and the reranker adds a call to every question.
 set -euo pipefail
 
 generator="Qwen/Qwen3.5-9B"
@@ -34,12 +37,16 @@ while [ $# -gt 0 ]; do
     --segmenter) segmenter="$2"; shift 2 ;;
     --embedder) embedder="$2"; shift 2 ;;
     --reranker) reranker="$2"; shift 2 ;;
+    --all)
+      [ "$embedder" != none ] || embedder="Qwen/Qwen3-Embedding-0.6B"
+      [ "$reranker" != none ] || reranker="Qwen/Qwen3-Reranker-0.6B"
+      shift ;;
     --host) host="$2"; shift 2 ;;
     --port) port="$2"; shift 2 ;;
     --settings) settings="$2"; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     --stop) stop=1; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "error: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -115,10 +122,15 @@ write_settings() {
       echo "export LITRAG_SEGMENT_MODEL=$segmenter"
     fi
     if [ "$embedder" != none ]; then
-      echo "# embedder $embedder at http://$host:$((port + 2))/v1 (/v1/embeddings): not read by litrag yet"
+      echo "# $embedder embeds instead of the in-process model: a library built by another"
+      echo "# embedder is refused until it is embedded again (litrag reembed --served)"
+      echo "export LITRAG_EMBED_URL=http://$host:$((port + 2))/v1"
+      echo "export LITRAG_EMBED_API_KEY=$key"
     fi
     if [ "$reranker" != none ]; then
-      echo "# reranker $reranker at http://$host:$((port + 3)) (/rerank): not read by litrag yet"
+      echo "# $reranker reranks the fused candidates of every question (/v1/rerank)"
+      echo "export LITRAG_RERANK_URL=http://$host:$((port + 3))/v1"
+      echo "export LITRAG_RERANK_API_KEY=$key"
     fi
   } > "$settings"
 }

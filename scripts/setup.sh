@@ -2,7 +2,7 @@
 # Create .venv (if needed) and install litrag with the extras named in $LITRAG_EXTRAS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="${LITRAG_EXTRAS:-dev,app,server,local-llm,eval,vllm,openai,distill,narrative,quality}"
+extras="${LITRAG_EXTRAS:-dev,app,server,local-llm,eval,vllm,openai,distill,narrative,quality,rerank-server}"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
@@ -10,14 +10,19 @@ fi
 # CPU build of torch that lies on disk on these machines; a bare `torch` would pull CUDA.
 # Installed first so no extra can pull another build; the base package itself needs no torch.
 case ",$extras," in
-  *,embeddings,*|*,app,*|*,eval,*|*,distill,*) .venv/bin/python -m pip install --quiet torch==2.13.0 ;;
+  *,embeddings,*|*,app,*|*,eval,*|*,distill,*|*,rerank-server,*) .venv/bin/python -m pip install --quiet torch==2.13.0 ;;
 esac
 # llama.cpp built for a portable CPU baseline, never -march=native (see the script), before the
 # extra that names it, so pip finds it installed and neither builds nor reuses a cached native wheel.
 case ",$extras," in
-  *,local-llm,*|*,quality,*) bash scripts/install_llama_cpp.sh .venv/bin/python ;;
+  *,local-llm,*|*,quality,*|*,rerank-server,*) bash scripts/install_llama_cpp.sh .venv/bin/python ;;
 esac
 .venv/bin/python -m pip install --quiet -e ".[${extras}]"
+# llama.cpp's own server for the served-rerank tests, from the same llama.cpp as the library
+# above (built once, ~10 minutes; kept in the wheelhouse beside the library's wheel).
+case ",$extras," in
+  *,rerank-server,*) bash scripts/install_llama_server.sh .venv/bin/python ;;
+esac
 
 # METEOR's synonym stage reads WordNet from disk (nothing downloads it at run time): Debian's
 # wordnet-base dictionary in /usr/share/wordnet. Without it METEOR says so and matches exact and

@@ -1,5 +1,6 @@
 """The GPU scripts on a machine without a GPU: ``scripts/deploy_vllm.sh --dry-run`` prints the
-``vllm serve`` commands and writes a settings file that litrag reads as the vllm backend;
+``vllm serve`` commands and writes a settings file that litrag reads as the vllm backend (with
+``--all``, the served embedder and reranker too);
 ``scripts/gpu_check.sh`` says there is no GPU and exits 0."""
 
 from __future__ import annotations
@@ -51,6 +52,46 @@ def test_deploy_dry_run_writes_settings_litrag_reads(tmp_path):
         "G/Gen",
         "http://127.0.0.1:8001/v1",
         "32768",
+        "True",
+    ]
+
+
+def test_deploy_all_four_writes_one_settings_file_with_every_url(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LITRAG_")}
+    env["LITRAG_HOME"] = str(tmp_path)
+    r = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "deploy_vllm.sh"), "--dry-run", "--all"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    serve = [ln for ln in r.stdout.splitlines() if " vllm serve " in ln]
+    assert [ln.split(":")[0] for ln in serve] == ["generator", "segmenter", "embedder", "reranker"]
+    assert "serve Qwen/Qwen3-Embedding-0.6B --host 127.0.0.1 --port 8002" in serve[2]
+    assert "serve Qwen/Qwen3-Reranker-0.6B --host 127.0.0.1 --port 8003" in serve[3]
+    assert '"is_original_qwen3_reranker": true' in serve[3] and "--runner pooling" in serve[3]
+    settings = tmp_path / "vllm.env"
+    assert "not read by litrag" not in settings.read_text()
+    show = (
+        "from litrag.settings import Settings; s = Settings(); "
+        "print(s.llm_url, s.segment_url, s.embed_url, s.rerank_url, "
+        "s.llm_api_key == s.embed_api_key == s.rerank_api_key != None)"
+    )
+    r = subprocess.run(
+        ["bash", "-c", f"source {settings} && {sys.executable} -c '{show}'"],
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [
+        "http://127.0.0.1:8000/v1",
+        "http://127.0.0.1:8001/v1",
+        "http://127.0.0.1:8002/v1",
+        "http://127.0.0.1:8003/v1",
         "True",
     ]
 

@@ -160,6 +160,49 @@ def served_context_window(url: str, api_key: str | None = None, timeout: float =
     return None
 
 
+class ModelListError(ValueError):
+    """A server's model list cannot be read; the message is one phrase naming the server."""
+
+
+def listed_models(
+    url: str,
+    api_key: str | None = None,
+    timeout: float = 10.0,
+    *,
+    what: str = "server",
+    key_var: str = "its API key",
+) -> list[str]:
+    """The model ids the OpenAI-style server at ``url`` (its ``/v1`` base) lists at ``/models``
+    (vLLM, llama.cpp's server and infinity all answer there); ``ModelListError`` otherwise."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    where = f"{url.rstrip('/')}/models"
+    try:
+        reply = httpx.get(where, headers=headers, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise ModelListError(
+            f"cannot reach the {what} at {url} ({type(exc).__name__}: {str(exc)[:160]})"
+        ) from None
+    if reply.status_code != 200:
+        raise ModelListError(
+            f"{where} answered HTTP {reply.status_code} (is it the server's /v1 base, and is "
+            f"{key_var} right?)"
+        )
+    try:
+        return [str(m["id"]) for m in reply.json().get("data", [])]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ModelListError(f"{where} did not answer with an OpenAI-style model list") from None
+
+
+def only_model(url: str, listed: list[str]) -> str:
+    """The one model a server lists; ``ModelListError`` naming them when it lists several."""
+    if len(listed) == 1:
+        return listed[0]
+    names = ", ".join(listed) or "none"
+    raise ModelListError(f"the server at {url} serves {len(listed)} models ({names})")
+
+
 def fitted_context_window(url: str, api_key: str | None, configured: int) -> int:
     """The window the prompt is fitted to: the configured one, or the server's where it is
     smaller (a server started with a small ``--n_ctx`` / ``--max-model-len`` otherwise gets a

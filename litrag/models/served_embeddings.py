@@ -15,9 +15,10 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-import httpx
 from llama_index.core.bridge.pydantic import Field
 from llama_index.embeddings.openai_like import OpenAILikeEmbedding
+
+from litrag.models.served import ModelListError, listed_models, only_model
 
 # The LitSeg paper's retrieval instruction (Qwen3-Embedding, queries only; documents plain).
 QWEN3_QUERY = (
@@ -45,40 +46,24 @@ def prefixes_for(model: str) -> tuple[str, str]:
 
 def served_models(url: str, api_key: str | None = None, timeout: float = 10.0) -> list[str]:
     """The model ids the server at ``url`` (its ``/v1`` base) lists."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    where = f"{url.rstrip('/')}/models"
     try:
-        reply = httpx.get(where, headers=headers, timeout=timeout)
-    except httpx.HTTPError as exc:
-        raise ServedEmbeddingError(
-            f"LITRAG_EMBED_URL: cannot reach the embedding server at {url} "
-            f"({type(exc).__name__}: {str(exc)[:160]})"
-        ) from None
-    if reply.status_code != 200:
-        raise ServedEmbeddingError(
-            f"LITRAG_EMBED_URL: {where} answered HTTP {reply.status_code} (is it the server's /v1 "
-            "base, and is LITRAG_EMBED_API_KEY right?)"
+        return listed_models(
+            url, api_key, timeout, what="embedding server", key_var="LITRAG_EMBED_API_KEY"
         )
-    try:
-        return [str(m["id"]) for m in reply.json().get("data", [])]
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise ServedEmbeddingError(
-            f"LITRAG_EMBED_URL: {where} did not answer with an OpenAI-style model list"
-        ) from None
+    except ModelListError as exc:
+        raise ServedEmbeddingError(f"LITRAG_EMBED_URL: {exc}") from None
 
 
 def choose_model(url: str, wanted: str | None, api_key: str | None, timeout: float) -> str:
     """``wanted``, else the server's only model; the models listed when it serves several."""
     if wanted:
         return wanted
-    listed = served_models(url, api_key, timeout)
-    if len(listed) == 1:
-        return listed[0]
-    names = ", ".join(listed) or "none"
-    raise ServedEmbeddingError(
-        f"LITRAG_EMBED_SERVED_MODEL: the server at {url} serves {len(listed)} models ({names}); "
-        "name the one to embed with"
-    )
+    try:
+        return only_model(url, served_models(url, api_key, timeout))
+    except ModelListError as exc:
+        raise ServedEmbeddingError(
+            f"LITRAG_EMBED_SERVED_MODEL: {exc}; name the one to embed with"
+        ) from None
 
 
 def unit(vector: list[float]) -> list[float]:

@@ -171,7 +171,9 @@ class RetrievalSettings(BaseModel):
             how += f", BM25 {what} {self.bm25_windows:g}"
         if through_children:
             how = f"paragraph children: {how}, each block by its best child"
-        rr = f", reranked by {reranker}" if reranker else ", no reranker"
+        rr = ", no reranker"
+        if reranker:
+            rr = f", {self.candidate_count(True)} candidates reranked by {reranker}"
         return f"{self.preset}: {how}{rr}, top {self.top_k}"
 
 
@@ -383,7 +385,10 @@ class BookRetriever(BaseRetriever):
         return self.children_store is not None and self.settings.rank_through == "children"
 
     def describe(self) -> str:
-        name = type(self.reranker).__name__ if self.reranker is not None else None
+        name = None
+        if self.reranker is not None:  # a served one names its model and server
+            own = getattr(self.reranker, "describe", None)
+            name = own() if callable(own) else type(self.reranker).__name__
         return self.settings.describe(name, self.through_children)
 
     def vector_query(self, question: str) -> VectorStoreQuery:
