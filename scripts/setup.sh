@@ -2,7 +2,10 @@
 # Create .venv (if needed) and install litrag with the extras named in $LITRAG_EXTRAS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="${LITRAG_EXTRAS:-dev,app,server,local-llm,eval,vllm,openai,distill,narrative,quality,rerank-server}"
+# rerank-server (llama.cpp's llama-server, 6-10 minutes of compiling on 2 cores) is not among the
+# defaults: CI's budget. LITRAG_EXTRAS=...,rerank-server adds it; tests/test_served_rerank.py's
+# real-server tests skip without it (its fallback tests need no server and always run).
+extras="${LITRAG_EXTRAS:-dev,app,server,local-llm,eval,vllm,openai,distill,narrative,quality}"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
