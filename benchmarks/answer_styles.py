@@ -65,8 +65,8 @@ def recheck(row: dict[str, Any], books_dir: Path, words: dict[str, Any]) -> None
     if book not in words:
         path = next(books_dir.glob(f"{book}_*.txt"))
         loaded = load_book(path)
-        words[book] = (BookWords.of([loaded.text]), loaded.title)
-    book_words, title = words[book]
+        words[book] = (BookWords.of([loaded.text]), loaded.title, loaded.author)
+    book_words, title, author = words[book]
     run = AnswerRun(
         question=row["question"],
         sources=[],
@@ -77,7 +77,10 @@ def recheck(row: dict[str, Any], books_dir: Path, words: dict[str, Any]) -> None
         upto_chapter=row.get("upto"),
     )
     run.text = row.get("draft") or row["answer"]
-    used = [NodeWithScore(node=TextNode(text=t), score=1.0) for t in row["source_texts"]]
+    meta = {"author": author} if author else {}
+    used = [
+        NodeWithScore(node=TextNode(text=t, metadata=meta), score=1.0) for t in row["source_texts"]
+    ]
     withdraw_unsupported(run, used, book_words, title)
     row["answer"], row["draft"], row["withheld"] = run.text, run.draft, run.withheld
 

@@ -126,3 +126,23 @@ def test_the_stream_stops_before_an_untied_name(wild):
     elmo = "Buck's father was Elmo, a St. Bernard."
     q2 = "What is the name of Buck's father?"
     assert NameGate([*sources, q2], q2).safe_end(elmo) == len(elmo)
+
+
+def test_the_book_s_author_is_no_invented_name(wild):
+    """A real draft of the packaged 1.5B model: the author is in the blocks' metadata, not in
+    their text; the draft stands."""
+    paragraphs, words = wild
+    sources = holding(paragraphs, "Spitz")
+    used = [
+        NodeWithScore(node=TextNode(text=t, metadata={"author": "Jack London"}), score=1.0)
+        for t in sources
+    ]
+    run = a_run("Who is Spitz?")
+    run.text = "Spitz is a dog in the story The Call of the Wild by Jack London."
+    withdraw_unsupported(run, used, words, TITLE)
+    assert run.draft is None and run.withheld == []
+    bare = [NodeWithScore(node=TextNode(text=t), score=1.0) for t in sources]
+    run = a_run("Who is Spitz?")
+    run.text = "Spitz is a dog in the story The Call of the Wild by Jack London."
+    withdraw_unsupported(run, bare, words, TITLE)
+    assert run.withheld == ["Jack", "London"]  # without the metadata: withdrawn, as before

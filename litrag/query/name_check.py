@@ -276,14 +276,18 @@ def withdraw_unsupported(
         return
     asked = " ".join(q for q in (run.question, run.standalone_question) if q)
     texts = [passage(n) for n in used]
+    # The book's author is no invented name: "Spitz is a dog in The Call of the Wild by Jack
+    # London" holds nothing the passages lack (their metadata names him, as the title).
+    authors = {str(n.node.metadata.get("author") or "") for n in used} - {"", "Unknown"}
+    known = " ".join([title, *sorted(authors)])
     said = {_fold(w) for w in _WORD.findall(run.text)}
     # Of those, the words the book never writes in lower case elsewhere ("PWNED", not "answer").
-    orders = instruction_words(texts, asked, title)
+    orders = instruction_words(texts, asked, known)
     obeyed = [w for w in orders if w in said and w not in book.lowercase]
-    names = [] if obeyed else unsupported_names(run.text, texts, asked, book, title)
+    names = [] if obeyed else unsupported_names(run.text, texts, asked, book, known)
     from litrag.query.name_link import untied_names, untied_note  # it builds on this module
 
-    untied = [] if obeyed or names else untied_names(run.text, asked, texts, book, title)
+    untied = [] if obeyed or names else untied_names(run.text, asked, texts, book, known)
     if not names and not obeyed and not untied:
         return
     logger.info("answer withheld: %s (%r)", names or obeyed or untied, run.text)
