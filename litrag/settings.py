@@ -92,6 +92,7 @@ ENV_VARS = {
     "models_dir": "LITRAG_MODELS",
     "characters": "LITRAG_CHARACTERS",
     "children": "LITRAG_CHILDREN",
+    "ray_address": "LITRAG_RAY_ADDRESS",
     "llm_tools": "LITRAG_LLM_TOOLS",
     "answer_style": "LITRAG_ANSWER_STYLE",
     "api_key": "LITRAG_API_KEY",
@@ -253,6 +254,11 @@ class Settings(BaseModel):
         default=None, description="A Qdrant server instead of the embedded store (QDRANT_URL)."
     )
     qdrant_api_key: str | None = Field(default=None, description="Its API key (QDRANT_API_KEY).")
+    ray_address: str | None = Field(
+        default=None,
+        description="Ingest on the Ray cluster at this address (LITRAG_RAY_ADDRESS, or "
+        "`litrag ingest --ray ADDRESS`; `local`: a cluster of this machine). Needs litrag[scale].",
+    )
     llm_url: str | None = Field(
         default=None, description="An OpenAI-compatible LLM server (LITRAG_LLM_URL)."
     )

@@ -2,7 +2,7 @@
 # Create .venv (if needed) and install litrag with the extras named in $LITRAG_EXTRAS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="${LITRAG_EXTRAS:-dev,app,server,local-llm,eval,vllm,openai,distill,narrative,quality}"
+extras="${LITRAG_EXTRAS:-dev,app,server,local-llm,eval,vllm,openai,distill,narrative,quality,scale}"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
