@@ -219,26 +219,44 @@ def has_children(s: Settings, records: Sequence[BookRecord], book_ids: Sequence[
     return bool(s.qdrant_url) or (s.home / "index" / children_collection(s.collection)).exists()
 
 
+def build_book_parts(s: Settings, embed: bool = True) -> Any:
+    """What cuts and embeds a book (``litrag.ingestion.stages.BookParts``): the parser, the
+    embedder (``embed``; a worker that only segments goes without) and its window encoder, the
+    character indexer, the paragraph aligner. The library and each Ray worker build theirs here,
+    so both cut the same blocks."""
+    from litrag.chunkers.children import ParagraphAligner
+    from litrag.ingestion.stages import BookParts
+
+    parser = build_parser(s, build_llm(s))  # first: a segmenter without its LLM writes nothing
+    model = build_embed_model(s) if embed else None
+    return BookParts(
+        parser,
+        model,
+        ParagraphAligner() if s.children else None,
+        build_character_indexer(s),
+        build_window_encoder(model) if model is not None else None,
+    )
+
+
 def build_library(s: Settings) -> Any:
     from litrag.ingestion.embedder_record import check_embedder, embedder_key
     from litrag.ingestion.library import Library
 
-    parser = build_parser(s, build_llm(s))  # first: a segmenter without its LLM writes nothing
-    embed = build_embed_model(s)
+    parts = build_book_parts(s)
+    embed, windows = parts.embed_model, parts.window_encoder
     # before the store is opened with this model's dimension: one line naming the fix
     check_embedder(Library.read_registry(s.home), embedder_key(embed))
     dim = len(embed.get_text_embedding("dimension probe"))
-    windows = build_window_encoder(embed)
     store = build_store(s, dense_dim=dim, window_doc_fn=windows, new_windowed=blocks_windowed(s))
     children = build_children_store(s, dim, windows) if s.children else None
     return Library(
         s.home,
         store,
         embed,
-        parser,
+        parts.parser,
         max_bytes=int(s.max_mb * 1024 * 1024),
         window_encoder=windows,
-        characters=build_character_indexer(s),
+        characters=parts.characters,
         assets=build_asset_remover(s),
         children_store=children,
     )

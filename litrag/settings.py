@@ -101,6 +101,7 @@ ENV_VARS = {
     "models_dir": "LITRAG_MODELS",
     "characters": "LITRAG_CHARACTERS",
     "children": "LITRAG_CHILDREN",
+    "ray_address": "LITRAG_RAY_ADDRESS",
     "llm_tools": "LITRAG_LLM_TOOLS",
     "answer_style": "LITRAG_ANSWER_STYLE",
     "api_key": "LITRAG_API_KEY",
@@ -272,6 +273,11 @@ class Settings(BaseModel):
         ge=1,
         description="Sharding by book over this many book groups (shard keys) instead of one "
         "key per book (LITRAG_QDRANT_SHARD_GROUPS; implies sharding by book).",
+    )
+    ray_address: str | None = Field(
+        default=None,
+        description="Ingest on the Ray cluster at this address (LITRAG_RAY_ADDRESS, or "
+        "`litrag ingest --ray ADDRESS`; `local`: a cluster of this machine). Needs litrag[scale].",
     )
     llm_url: str | None = Field(
         default=None, description="An OpenAI-compatible LLM server (LITRAG_LLM_URL)."

@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 # rerank-server (llama.cpp's llama-server, 6-10 minutes of compiling on 2 cores) is not among the
 # defaults: CI's budget. LITRAG_EXTRAS=...,rerank-server adds it; tests/test_served_rerank.py's
 # real-server tests skip without it (its fallback tests need no server and always run).
-extras="${LITRAG_EXTRAS:-dev,app,server,local-llm,eval,vllm,openai,distill,narrative,quality}"
+extras="${LITRAG_EXTRAS:-dev,app,server,local-llm,eval,vllm,openai,distill,narrative,quality,scale}"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     from litrag.ingestion.library import Library
 
     s = settings_from_args(args)
+    args.ray_address = _ray_address(args, s)
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:  # before any store is made: it was created empty, and then looked damaged
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
@@ -48,6 +52,30 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         return 1
     rows = {str(b.path): e.as_record() for b, e in selection.books if e is not None}
     return _run_ingest(args, s, [b.path for b, _ in selection.books], rows, scan.failed)
+
+
+def _ray_address(args: argparse.Namespace, s: Any) -> str | None:
+    """Where ``--ray`` / ``LITRAG_RAY_ADDRESS`` sends the ingest: an address, ``local`` (a cluster
+    of this machine), or None (no Ray). A first path taken for the address is given back."""
+    value = args.ray
+    if value and Path(value).exists() and ":" not in value and value != "local":
+        args.paths.insert(0, Path(value))  # `ingest --ray books/`: argparse gave it to --ray
+        value = ""
+    if not args.paths:
+        raise SettingsError("ingest needs books: litrag ingest PATH... (files, folders, a mirror)")
+    address = value or s.ray_address or ("local" if value is not None else None)
+    if address is None:
+        return None
+    if args.ray_actors is not None and args.ray_actors < 1:
+        raise SettingsError(f"--ray-actors must be at least 1, got {args.ray_actors}")
+    try:
+        import ray  # noqa: F401  (only here: no Ray import on the default path)
+    except ImportError:
+        raise SettingsError(
+            "--ray / LITRAG_RAY_ADDRESS needs litrag[scale] (ray is not installed): "
+            "pip install 'litrag[scale]'"
+        ) from None
+    return address
 
 
 def _check_segmenter_llm(s: Any) -> None:
@@ -185,11 +213,60 @@ def _run_ingest(
     rows: dict[str, dict[str, Any]] | None,
     failed: list[tuple[str, str]],
 ) -> int:
-    from litrag.builders import build_library
-    from litrag.query.edge_store import StoreLockedError
     from litrag.query.stores import store_description
 
     print(f"library: {s.home} ({store_description(s.qdrant_url)})", file=sys.stderr)
+    if args.ray_address is not None:
+        with _ray_session(args, s) as on_ray:
+            return _ingest_with(args, s, paths, rows, failed, on_ray)
+    return _ingest_with(args, s, paths, rows, failed, None)
+
+
+@contextlib.contextmanager
+def _ray_session(args: argparse.Namespace, s: Any) -> Iterator[Callable[[Any], Any]]:
+    """Joined to (or started) the Ray cluster for the ingest; yields what makes a library's
+    ``prepare_with`` (``RayBooks``); the session ends with the ingest."""
+    import ray
+
+    from litrag.builders import build_book_parts
+    from litrag.ingestion.ray_ingest import RayBooks, connect
+
+    address = None if args.ray_address == "local" else args.ray_address
+    try:
+        where = connect(address)
+    except Exception as exc:  # a dead or wrong address: one line naming it
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        msg = f"--ray {args.ray_address}: cannot join the Ray cluster ({first})"
+        raise SettingsError(msg) from None
+    res = ray.cluster_resources()
+    _err(f"ray: {where} ({res.get('CPU', 0):.0f} CPUs, {res.get('GPU', 0):.0f} GPUs)")
+    try:
+        yield (
+            lambda library: (
+                lambda files: RayBooks(
+                    files,
+                    library,
+                    functools.partial(build_book_parts, s),
+                    actors=args.ray_actors or 1,
+                    show_progress=not args.quiet,
+                )
+            )
+        )
+    finally:
+        ray.shutdown()
+
+
+def _ingest_with(
+    args: argparse.Namespace,
+    s: Any,
+    paths: list[Any],
+    rows: dict[str, dict[str, Any]] | None,
+    failed: list[tuple[str, str]],
+    on_ray: Callable[[Any], Any] | None,
+) -> int:
+    from litrag.builders import build_library
+    from litrag.query.edge_store import StoreLockedError
+
     try:
         library = build_library(s)
     except StoreLockedError as exc:
@@ -206,6 +283,7 @@ def _run_ingest(
             on_event=lambda m: print(printable(m), file=sys.stderr),
             catalog_rows=rows,
             follow_links=args.follow_links,
+            prepare_with=on_ray(library) if on_ray is not None else None,
         )
         report.failed[:0] = failed
         _print_report(report)
@@ -486,7 +564,7 @@ def _locked_message(home: Path, exc: Exception) -> str:
 def add_parsers(sub: Any) -> None:
     """The ``ingest``, ``books``, ``remove`` and ``export`` commands and their flags."""
     ing = sub.add_parser("ingest", help="add Gutenberg books (files or folders) to the library")
-    ing.add_argument("paths", nargs="+", type=Path)
+    ing.add_argument("paths", nargs="*", type=Path, help="books: files, folders or a mirror")
     ing.add_argument("--segmenter", choices=["offline", "litseg-lite", "litseg"])
     ing.add_argument(
         "--workers", type=int, help="LLM calls in flight (LLM segmenters; --assets: default 2)"
@@ -500,6 +578,20 @@ def add_parsers(sub: Any) -> None:
         "link is read only when it points at a file inside the folder)",
     )
     ing.add_argument("-q", "--quiet", action="store_true")
+    scale = ing.add_argument_group(
+        "distributed (litrag[scale])",
+        "load, chapters and segmentation as Ray tasks, embedding in an actor pool, the store "
+        "written here; the same nodes as without Ray",
+    )
+    scale.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="ingest on the Ray cluster at ADDRESS (default LITRAG_RAY_ADDRESS; none: a local "
+        "cluster of this machine)",
+    )
+    scale.add_argument("--ray-actors", type=int, help="embedding actors (default 1)")
     mir = ing.add_argument_group(
         "a Gutenberg mirror",
         "PATHS may be a mirror's root (1/2/3/4/12345/12345-0.txt, .zip, cache/epub/N/pgN.txt): "

@@ -9,11 +9,9 @@ The registry (``books.json``) marks a book complete only after its last batch is
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import traceback
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -48,6 +46,16 @@ from litrag.ingestion.registry import (
     write_rows,
 )
 from litrag.ingestion.removal import finish_removal, pending_removal, start_removal
+from litrag.ingestion.stages import (
+    BookParts,
+    chapter_batches,
+    fill_known,
+    known_windows,
+    node_id_for,
+    pipeline_steps,
+    prepare_book,
+    settings_key,
+)
 from litrag.ingestion.timing import IngestTimer
 from litrag.narrative.index import index_path, remove_index
 from litrag.segment import LitSegNodeParser
@@ -60,12 +68,6 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 BIG_BOOK_BYTES = 8 * 1024 * 1024  # a book's text this big or bigger: a line per early stage
-_NODE_NAMESPACE = uuid.UUID("6f1c2a52-5b1e-4c55-9d7c-6d1f2b8e7a10")
-
-
-def node_id_for(index: int, doc: BaseNode) -> str:
-    """Deterministic node ids: the same chapter cut the same way gives the same ids."""
-    return str(uuid.uuid5(_NODE_NAMESPACE, f"{doc.node_id}:{index}"))
 
 
 @dataclass
@@ -188,19 +190,25 @@ class Library:
         self.cache.persist(str(tmp))
         os.replace(tmp, self._cache_path)
 
+    @property
+    def parts(self) -> BookParts:
+        """What cuts and embeds this library's books (``litrag.ingestion.stages``)."""
+        return BookParts(
+            self.parser, self.embed_model, self.aligner, self.characters, self.window_encoder
+        )
+
+    def settings_key(self) -> str:
+        """What, besides a book's text, shapes its nodes (``stages.settings_key``)."""
+        return settings_key(self.parts)
+
+    def done_fingerprint(self, book_id: str) -> str | None:
+        """The fingerprint of the book's complete ingest, or None (not complete, not here)."""
+        old = self.book(book_id)
+        return old.fingerprint if old is not None and old.status == "complete" else None
+
     def fingerprint(self, text: str) -> str:
         """Changes when the book's text or anything that shapes its nodes changes."""
-        settings = json.dumps(
-            {
-                "parser": self.parser.to_dict(),
-                "embed": self.embed_model.to_dict(),
-                **({"aligner": self.aligner.to_dict()} if self.aligner else {}),
-                **({"characters": self.characters.fingerprint()} if self.characters else {}),
-            },
-            sort_keys=True,
-            default=str,
-        )
-        return text_digest(text, "\0", settings)  # a big book is not copied to be hashed
+        return text_digest(text, "\0", self.settings_key())  # a big book is not copied
 
     # -- ingest -----------------------------------------------------------------------------
 
@@ -211,12 +219,15 @@ class Library:
         on_event: Callable[[str], None] | None = None,
         catalog_rows: dict[str, dict[str, Any]] | None = None,
         follow_links: bool = False,
+        prepare_with: Callable[[list[Path]], Any] | None = None,
     ) -> IngestReport:
         """Ingest books: files, folders or a Gutenberg mirror (``mirror.discover``: one version
         per ebook, .zip read in place, non-book files skipped and counted, FIFOs, devices and
         links out of a folder refused by name); one failing book never stops the others.
         ``catalog_rows`` maps a file (as given) to its catalog row; ``follow_links`` reads links
-        that lead out of a folder too."""
+        that lead out of a folder too. ``prepare_with(files)`` prepares the books elsewhere
+        (``ray_ingest.RayBooks``: its ``books()`` yields ``(file, Prefetched)`` as they are
+        ready, ``stop()`` ends it); by default a thread prepares the next book (``Prefetcher``)."""
         if self.parser is None or self.embed_model is None:
             raise ValueError("this Library was opened without a parser and embedder: read-only")
         check_embedder(self.books(), embedder_key(self.embed_model))  # one model a library
@@ -234,7 +245,12 @@ class Library:
         files = scan.files
         rows = catalog_rows or {}
         self.completed, self.in_progress = [], None
-        ahead = Prefetcher(self._prepare, files) if self.prefetch and len(files) > 1 else None
+        if prepare_with is not None:
+            ahead = prepare_with(files)
+        elif self.prefetch and len(files) > 1:
+            ahead = Prefetcher(self._prepare, files)
+        else:
+            ahead = None
         try:
             self._ingest_files(files, rows, report, show_progress, say, ahead)
         finally:
@@ -256,12 +272,12 @@ class Library:
         report: IngestReport,
         show_progress: bool,
         say: Callable[[str], None],
-        ahead: Prefetcher | None,
+        ahead: Any,
     ) -> None:
-        for i, file in enumerate(files, start=1):
+        books = ahead.books() if ahead is not None else ((f, None) for f in files)
+        for i, (file, ready) in enumerate(books, start=1):
             say(f"[{i}/{len(files)}] {file.name}")
             try:
-                ready = ahead.take(file) if ahead is not None else None
                 self._ingest_one(file, report, show_progress, say, rows.get(str(file)), ready)
             except BookLoadError as exc:
                 report.failed.append((str(file), str(exc)))
@@ -277,26 +293,16 @@ class Library:
                     fh.write(f"{time.ctime()} {reason}\n{traceback.format_exc()}\n")
 
     def _prepare(self, file: Path) -> Prefetched:
-        """Load, split and segment one book, off the main thread (``Prefetcher``): what the
-        pipeline would segment, keyed as its cache keys it, so the pipeline finds it there."""
-        from llama_index.core.ingestion.pipeline import get_transformation_hash
-
-        out = Prefetched(file)
-        t0 = time.perf_counter()
-        out.book = load_book(file, max_bytes=self.max_bytes)
-        t1 = time.perf_counter()
-        out.docs = split_chapters(out.book)
-        t2 = time.perf_counter()
-        old = self.book(out.book.book_id)
-        done = old is not None and old.status == "complete"
-        if not (done and old.fingerprint == self.fingerprint(out.book.text)):  # work to do
-            for start in range(0, len(out.docs), self.batch_chapters):
-                batch = out.docs[start : start + self.batch_chapters]
-                key = get_transformation_hash(batch, self.parser)
-                if self.cache.get(key) is None:
-                    out.segmented.append((key, self.parser(batch)))
-        out.seconds = {"load": t1 - t0, "chapters": t2 - t1, "segment": time.perf_counter() - t2}
-        return out
+        """Load, split and segment one book, off the main thread (``Prefetcher``)."""
+        return prepare_book(
+            file,
+            self.parser,
+            self.max_bytes,
+            self.batch_chapters,
+            self.settings_key(),
+            self.done_fingerprint,
+            lambda key: self.cache.get(key) is not None,
+        )
 
     def _ingest_one(
         self,
@@ -388,13 +394,8 @@ class Library:
             t_chars = time.perf_counter()
             tagger = self.characters.prepare(book.book_id, docs)
             timer.add("characters", time.perf_counter() - t_chars)
-        steps = [
-            self.parser,
-            *([self.aligner] if self.aligner else []),
-            *([tagger] if tagger else []),
-        ]
         pipeline = IngestionPipeline(
-            transformations=[*steps, self.embed_model],
+            transformations=pipeline_steps(self.parts, tagger),
             vector_store=self.store,
             docstore=self.docstore,
             docstore_strategy=DocstoreStrategy.UPSERTS,
@@ -405,21 +406,22 @@ class Library:
         bar = tqdm(
             total=len(docs), desc=f"  {book.book_id}", unit="chapter", disable=not show_progress
         )
+        known = ready.vectors if ready is not None else {}  # embedded ahead (Ray)
         try:
-            for start in range(0, len(docs), self.batch_chapters):
-                batch = docs[start : start + self.batch_chapters]
-                t_run = time.perf_counter()
-                before = timer.get("segment") + timer.get("embed")
-                if self.aligner is not None:
-                    self.aligner.for_chapters(batch)
-                blocks = pipeline.run(documents=batch, show_progress=False)
-                inner = timer.get("segment") + timer.get("embed") - before
-                timer.add("store", time.perf_counter() - t_run - inner)
-                if self.children_store is not None:
-                    children_windows += self._store_children(blocks, batch, timer)
-                self._persist_state()  # a kill after this line loses nothing of this batch
-                self.in_progress = (book.book_id, start + len(batch), len(docs))
-                bar.update(len(batch))
+            with known_windows(self.window_encoder, known):
+                for start, batch in chapter_batches(docs, self.batch_chapters):
+                    t_run = time.perf_counter()
+                    before = timer.get("segment") + timer.get("embed")
+                    if self.aligner is not None:
+                        self.aligner.for_chapters(batch)
+                    blocks = pipeline.run(documents=batch, show_progress=False)
+                    inner = timer.get("segment") + timer.get("embed") - before
+                    timer.add("store", time.perf_counter() - t_run - inner)
+                    if self.children_store is not None:
+                        children_windows += self._store_children(blocks, batch, timer, known)
+                    self._persist_state()  # a kill after this line loses nothing of this batch
+                    self.in_progress = (book.book_id, start + len(batch), len(docs))
+                    bar.update(len(batch))
         finally:
             bar.close()
             for component in (self.parser, self.embed_model):
@@ -455,20 +457,27 @@ class Library:
         return 0 if self.children_store is None else count_points(self.children_store, book_id)
 
     def _store_children(
-        self, blocks: list[BaseNode], chapters: list[Any], timer: IngestTimer
+        self,
+        blocks: list[BaseNode],
+        chapters: list[Any],
+        timer: IngestTimer,
+        known: dict[str, Any] | None = None,
     ) -> float:
         """Embed and store the paragraph children of a batch's (aligned, stored) blocks;
         returns the seconds their sentence windows took (the store embeds those).
 
         Called before the batch's docstore is persisted, so a run killed here redoes the
         batch on resume: blocks and children are upserts with stable ids. The children are cut
-        again from the chapters rather than kept from the aligner, which a cached batch skips."""
+        again from the chapters rather than kept from the aligner, which a cached batch skips.
+        ``known``: vectors embedded ahead (by Ray workers), by text."""
         if not blocks:
             return 0.0
         kids = block_children(blocks, chapters)
         before = timer.get("embed")
         windows_before = getattr(self.window_encoder, "seconds", 0.0)
-        kids = self.embed_model(kids)
+        todo = fill_known(kids, known or {})
+        if todo:
+            self.embed_model(todo)
         t0 = time.perf_counter()
         assert self.children_store is not None
         self.children_store.add(kids)  # the store embeds their windows here

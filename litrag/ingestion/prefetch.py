@@ -9,7 +9,7 @@ in order. Nothing it does is persisted: an interrupt loses at most the book it w
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,11 @@ class Prefetched:
     file: Path
     book: Any = None
     docs: list[Any] = field(default_factory=list)
-    segmented: list[tuple[str, list[Any]]] = field(default_factory=list)  # (cache key, nodes)
+    # (cache key, nodes): the pipeline's steps done ahead (segmentation; all of them from Ray)
+    segmented: list[tuple[str, list[Any]]] = field(default_factory=list)
+    # text -> vector, embedded ahead: paragraph children and sentence windows (from Ray)
+    vectors: dict[str, Any] = field(default_factory=dict)
+    characters: Any = None  # the book's CharacterIndex, built ahead (Ray)
     seconds: dict[str, float] = field(default_factory=dict)
     error: BaseException | None = None
 
@@ -74,6 +78,11 @@ class Prefetcher:
             self._cond.notify_all()
             self._cond.wait_for(lambda: i in self._results)
             return self._results.pop(i)
+
+    def books(self) -> Iterator[tuple[Path, Prefetched]]:
+        """Each file with its preparation, in the given order."""
+        for file in self._files:
+            yield file, self.take(file)
 
     def stop(self) -> None:
         """No more books are started; one being prepared finishes in the background."""
