@@ -119,20 +119,10 @@ class SettingsError(ValueError):
 
 # LITRAG_* variables read outside ENV_VARS: by the helpers below, and by the shell scripts in
 # scripts/ (installing, deploying); known, so the environment check does not refuse them.
-OTHER_VARS = (
-    "LITRAG_DEBUG",
-    "LITRAG_DATA",
-    "LITRAG_WORDNET",
-    "LITRAG_BERTSCORE_MODEL",
-    "LITRAG_GGUF_CONVERTER",
-    "LITRAG_EXTRAS",
-    "LITRAG_LLAMA_CMAKE_ARGS",
-    "LITRAG_WHEELHOUSE",
-    "LITRAG_VLLM_HOST",
-    "LITRAG_VLLM_PORT",
-    "LITRAG_VLLM_STARTUP",
-    "LITRAG_GEN_MAX_LEN",
-    "LITRAG_SEG_MAX_LEN",
+OTHER_VARS = tuple(
+    f"LITRAG_{n}"
+    for n in """DEBUG DATA WORDNET BERTSCORE_MODEL GGUF_CONVERTER EXTRAS LLAMA_CMAKE_ARGS WHEELHOUSE
+    VLLM_HOST VLLM_PORT VLLM_STARTUP GEN_MAX_LEN SEG_MAX_LEN""".split()
 )
 
 

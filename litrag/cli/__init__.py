@@ -15,6 +15,7 @@ from litrag.cli import (
     distill,
     doctor,
     embedders,
+    export,
     library,
     segment,
     verify,
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     for group in (
         segment,
         library,
+        export,
         embedders,
         verify,
         ask,

@@ -11,8 +11,14 @@ from llama_index.core.schema import NodeWithScore, TextNode
 
 from litrag.ingestion.gutenberg import load_book
 from litrag.query.answer_types import AnswerRun
-from litrag.query.name_check import BookWords, NameGate, withdraw_unsupported
-from litrag.query.name_link import question_terms, tied_names, untied_names
+from litrag.query.name_check import (
+    BookWords,
+    NameGate,
+    question_terms,
+    tied_names,
+    untied_names,
+    withdraw_unsupported,
+)
 
 TITLE = "The Call of the Wild"
 
