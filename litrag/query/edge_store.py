@@ -324,6 +324,11 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             self._write(qe.UpdateOperation.upsert_points(points))
         return ids
 
+    def forget_reads(self) -> None:
+        """Drop what queries keep between writes (the IDF read back per filter and term):
+        the next query reads it again, as a process's first question about a book does."""
+        self._idf_cache.clear()
+
     def _write(self, operation: qe.UpdateOperation) -> None:
         """Apply one write; what was read back about the collection (IDF) is then stale."""
         assert self._shard is not None
