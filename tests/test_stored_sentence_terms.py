@@ -1,11 +1,14 @@
-"""BM25 over sentence windows from the sentences' term ids kept in the store.
+"""The embedded store's fast query path ranks exactly as the plain one.
 
-The store keeps each point's sentences' BM25 term ids (``_sentence_terms``) so that a query
-re-scores its pool of 100 candidates without splitting their sentences again (Punkt was ~90% of
-a children hybrid query; ``benchmarks/bench_retrieval_scale.py``). These tests hold that the
-ranking does not change: on a real book, the windows cut from the kept ids equal the windows cut
-from the text, and a real Edge store written with them ranks children and blocks exactly (ids
-and scores) as one written without them, without splitting a sentence at query time.
+The store keeps each point's sentences' BM25 term ids (packed, ``kept_terms``; as lists in the
+version before) so that a query re-scores its pool of 100 candidates without splitting their
+sentences again (Punkt was ~90% of a children hybrid query; ``bench_retrieval_scale.py``); the
+pool is read without node text, ids are fused before any node is decoded (``query_hits``), the
+retriever reads only the blocks it can return, and the IDF read back per query term is kept per
+filter until the next write. These tests hold that none of it changes a ranking: on a real book
+in a real Edge store, children and blocks come back with the same ids, order, scores and
+evidence (with a spoiler limit) as from the text, through nodes, with nothing cached; and a write
+(a book added to or deleted from the selection) drops what was cached.
 """
 
 from __future__ import annotations
@@ -24,9 +27,12 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
 )
 
-from litrag.query import edge_search, edge_store, window_bm25
+from litrag.chunkers.children import PARENT_KEY
+from litrag.query import edge_points, edge_search, edge_store, window_bm25
 from litrag.query.bm25 import BM25Encoder
-from litrag.query.edge_points import SENTENCE_TERMS_KEY
+from litrag.query.edge_points import SENTENCE_PACKED_KEY, SENTENCE_TERMS_KEY, node_id_to_point_id
+from litrag.query.evidence import EVIDENCE_KEYS
+from litrag.query.kept_terms import unpack_terms
 from litrag.query.retriever import BookRetriever, RetrievalSettings
 from litrag.query.stores import CHILD_AVG_LEN, make_vector_store
 from litrag.query.window_bm25 import sentence_terms, window_terms, windows_of
@@ -34,6 +40,8 @@ from litrag.query.windows import SentenceWindowEncoder
 
 WILD_FILE = "pg215_call_of_the_wild.txt"
 SPARSE = VectorStoreQueryMode.SPARSE
+HYBRID = VectorStoreQueryMode.HYBRID
+BOOK = MetadataFilters(filters=[MetadataFilter(key="book_id", value="pg215")])
 
 
 @pytest.fixture(scope="module")
@@ -118,29 +126,48 @@ def test_kept_term_ids_cut_the_same_windows_as_the_text(wild):
 
 def test_the_store_keeps_them_beside_every_point(stores, wild):
     for store, nodes in zip(stores, wild, strict=True):
-        points = list(store.scan_points(payload_keys=["_node_id", SENTENCE_TERMS_KEY]))
+        points = list(store.scan_points(payload_keys=["_node_id", SENTENCE_PACKED_KEY]))
         assert len(points) == len(nodes)
         text = {n.node_id: n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes}
-        for p in points[:50]:
-            assert p.payload[SENTENCE_TERMS_KEY] == sentence_terms(text[p.payload["_node_id"]])
+        for p in points:
+            want = sentence_terms(text[p.payload["_node_id"]])
+            assert unpack_terms(p.payload[SENTENCE_PACKED_KEY]) == want
 
 
-def test_a_store_written_before_keeps_none_and_still_rescores(wild, tmp_path, monkeypatch):
-    monkeypatch.setattr(edge_store, "sentence_terms", lambda _text: None)
-    blocks_store, children_store = _write(tmp_path, *wild)
+@pytest.mark.parametrize("before", ["nothing", "lists"])
+def test_a_store_written_before_ranks_the_same(stores, wild, questions, before, tmp_path):
+    """A library of an older version: no kept ids (re-scored from the text), or the nested
+    lists of the version before (read as they are)."""
+    with pytest.MonkeyPatch.context() as mp:
+        if before == "nothing":
+            mp.setattr(edge_store, "pack_terms", lambda _terms: None)
+        else:
+            mp.setattr(edge_store, "pack_terms", lambda terms: terms)
+            mp.setattr(edge_points, "SENTENCE_PACKED_KEY", SENTENCE_TERMS_KEY)
+        old = _write(tmp_path, *wild)
     try:
-        point = next(iter(children_store.scan_points(limit=1, payload_keys=["_node_id"])))
-        assert SENTENCE_TERMS_KEY not in point.payload
-        q = VectorStoreQuery(query_str="Who stole Buck?", sparse_top_k=5, mode=SPARSE)
-        assert len(children_store.query(q, sparse_window_weight=0.3).ids or []) == 5
+        point = next(iter(old[1].scan_points(limit=1, payload_keys=["_node_id"])))
+        assert SENTENCE_PACKED_KEY not in point.payload
+        kept = next(iter(old[1].scan_points(limit=1, payload_keys=[SENTENCE_TERMS_KEY]))).payload
+        assert (SENTENCE_TERMS_KEY in kept) == (before == "lists")
+        for mode in (SPARSE, HYBRID):
+            with pytest.MonkeyPatch.context() as mp:
+                if before == "lists":
+                    _no_sentence_splitting(mp)  # the lists are read, not the text
+                got = _children_results(old[1], questions, mode, 0.3, BOOK, Vectors())
+            with pytest.MonkeyPatch.context() as mp:
+                _from_text(mp)
+                text = _children_results(old[1], questions, mode, 0.3, BOOK, Vectors())
+            assert [(r.ids, r.similarities) for r in got] == [(r.ids, r.similarities) for r in text]
     finally:
-        blocks_store.close()
-        children_store.close()
+        for store in old:
+            store.close()
 
 
 def _from_text(monkeypatch: pytest.MonkeyPatch) -> None:
     """Queries ignore the kept ids and cut windows from the text, as before they were kept."""
     monkeypatch.setattr(edge_search, "SENTENCE_TERMS_KEY", "_not_kept")
+    monkeypatch.setattr(edge_search, "SENTENCE_PACKED_KEY", "_not_kept")
 
 
 def _no_sentence_splitting(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -186,9 +213,33 @@ def _children_results(store, questions, mode, weight, flt, embed) -> list:
     ]
 
 
+@pytest.mark.parametrize("mode", ["dense", "sparse", "hybrid"])
+@pytest.mark.parametrize("fusion", ["relative_score", "rrf"])
+def test_hits_are_the_query_without_its_nodes(stores, questions, mode, fusion, monkeypatch):
+    store = stores[1]
+    monkeypatch.setattr(store, "hybrid_fusion", fusion)
+    embed = Vectors()
+    for weight in (0.0, 0.3):
+        for q in questions:
+            query = _child_query(q, embed, VectorStoreQueryMode(_MODES[mode]), BOOK)
+            want = store.query(query, sparse_window_weight=weight)
+            hits = store.query_hits(query, [PARENT_KEY], sparse_window_weight=weight)
+            assert [h.id for h in hits] == [node_id_to_point_id(i) for i in want.ids or []]
+            assert [h.score for h in hits] == want.similarities and hits
+            parents = [n.metadata[PARENT_KEY] for n in want.nodes or []]
+            assert [h.payload[PARENT_KEY] for h in hits] == parents
+
+
+_MODES = {"dense": "default", "sparse": "sparse", "hybrid": "hybrid"}
+
+
 @pytest.mark.parametrize("through", ["children", "blocks"])
-def test_the_retriever_returns_the_same_blocks(stores, questions, through, monkeypatch):
-    settings = RetrievalSettings.from_preset("embedded", rank_through=through)
+@pytest.mark.parametrize("mode", ["hybrid", "sparse", "dense"])
+def test_the_retriever_returns_the_same_blocks(stores, questions, through, mode, monkeypatch):
+    """The fast path (kept ids, ids fused first, the returned blocks only, the IDF kept) against
+    the plain one (windows cut from the text, nodes fused, every ranked block read, the IDF read
+    back for every question), with a spoiler limit: same blocks, order, scores, evidence."""
+    settings = RetrievalSettings.from_preset("embedded", rank_through=through, mode=mode)
     results = {}
     blocks_store, children_store = stores
     retriever = BookRetriever(
@@ -199,11 +250,91 @@ def test_the_retriever_returns_the_same_blocks(stores, questions, through, monke
         settings=settings,
         children_store=children_store,
     )
-    for name in ("text", "kept"):
+    for name in ("text", "kept", "kept again"):
         with monkeypatch.context() as mp:
-            (_from_text if name == "text" else _no_sentence_splitting)(mp)
-            results[name] = [
-                [(n.node_id, n.score) for n in retriever.retrieve(q)] for q in questions
-            ]
-    assert results["kept"] == results["text"]
+            if name == "text":
+                _from_text(mp)
+                mp.setattr(type(children_store), "query_hits", None)  # the nodes' path
+            else:
+                _no_sentence_splitting(mp)
+            results[name] = []
+            for q in questions:
+                if name == "text":
+                    children_store._idf_cache.clear()
+                    blocks_store._idf_cache.clear()
+                found = retriever.retrieve(q)
+                results[name].append(
+                    [
+                        (n.node_id, n.score, *(n.node.metadata.get(k) for k in EVIDENCE_KEYS))
+                        for n in found
+                    ]
+                )
+    assert results["kept"] == results["text"] == results["kept again"]
     assert all(len(r) == settings.top_k for r in results["kept"])
+    evidence = [e for r in results["kept"] for _, _, *e in r]
+    assert all(e != [None, None] for e in evidence) == (through == "children")
+
+
+def test_the_idf_kept_per_filter_is_dropped_by_a_write(wild, questions, tmp_path):
+    """A second book joins the selection, then leaves it: each write changes the IDF the
+    windows are scored with, and every answer equals one with nothing cached."""
+    _, children = wild
+    store = make_vector_store(
+        tmp_path, "kids", encoder=BM25Encoder(avg_len=CHILD_AVG_LEN), window_doc_fn=_windows()
+    )
+    two = MetadataFilters(
+        filters=[MetadataFilter(key="book_id", value=["pg215", "copy"], operator="in")]
+    )
+    embed = Vectors()
+
+    def answers(fresh: bool) -> list:
+        out = []
+        for q in questions[:12]:
+            if fresh:
+                store._idf_cache.clear()
+            res = store.query(_child_query(q, embed, HYBRID, two), sparse_window_weight=0.3)
+            out.append((res.ids, res.similarities))
+        return out
+
+    try:
+        store.add(children)
+        before = answers(fresh=False)
+        assert store._idf_cache and answers(fresh=False) == before == answers(fresh=True)
+        store.add(_copies(children[: len(children) // 3]))
+        assert not store._idf_cache
+        added = answers(fresh=False)
+        assert added == answers(fresh=True) and added != before
+        store.delete("copy-book")
+        assert not store._idf_cache
+        assert answers(fresh=False) == answers(fresh=True)
+        store.optimize()  # a reopen: the engine's statistics forget the deleted points
+        assert answers(fresh=False) == answers(fresh=True) == before
+    finally:
+        store.close()
+
+
+def _copies(nodes: list) -> list:
+    """The nodes as another book's (new ids, one source document ``copy-book``)."""
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo
+
+    out = []
+    for k, node in enumerate(nodes):
+        new = node.model_copy(deep=True)
+        new.id_ = f"copy-{k}"
+        new.metadata["book_id"] = "copy"
+        new.relationships = {NodeRelationship.SOURCE: RelatedNodeInfo(node_id="copy-book")}
+        out.append(new)
+    return out
+
+
+def _child_query(q: str, embed, mode, flt) -> VectorStoreQuery:
+    return VectorStoreQuery(
+        query_str=q,
+        query_embedding=embed.get_query_embedding(q),
+        similarity_top_k=20,
+        sparse_top_k=20,
+        hybrid_top_k=40,
+        alpha=0.3,
+        mode=mode,
+        filters=flt,
+    )

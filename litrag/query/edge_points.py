@@ -31,10 +31,14 @@ NamedVector = list[float] | list[list[float]] | qe.SparseVector
 
 NODE_ID_KEY = "_node_id"  # the original node id, kept flat beside the point's UUID
 # Each sentence's BM25 term ids (window_bm25.sentence_terms), so that BM25 over sentence
-# windows re-scores a pool of candidates without splitting their sentences at query time.
+# windows re-scores a pool of candidates without splitting their sentences at query time:
+# packed in one string (window_bm25.pack_terms) by this version, as lists by the one before
+# (still read). A library older still keeps neither and is re-scored from its text.
+SENTENCE_PACKED_KEY = "_sentence_terms_u32"
 SENTENCE_TERMS_KEY = "_sentence_terms"
+KEPT_TERM_KEYS = [SENTENCE_PACKED_KEY, SENTENCE_TERMS_KEY]
 # What metadata_dict_to_node reads: fetching only these halves query-side payload decoding.
-_NODE_KEYS = ["_node_content", "_node_type"]
+NODE_KEYS = ["_node_content", "_node_type"]
 _ID_NAMESPACE = uuid.UUID("6f1c9a52-3d0e-4b8a-9c55-0b7e1d2f4a10")  # for non-UUID node ids
 
 
@@ -45,6 +49,20 @@ class ScannedPoint:
     id: PointId
     payload: dict[str, Any]
     vectors: dict[str, NamedVector]
+
+
+@dataclass
+class Hit:
+    """A point a query found: its id, its score and the payload keys the query asked for
+    (read once: each read of a point's payload converts it again)."""
+
+    id: PointId
+    score: float
+    payload: dict[str, Any]
+
+    @classmethod
+    def of(cls, point: qe.ScoredPoint) -> Hit:
+        return cls(point.id, float(point.score), point.payload or {})
 
 
 @dataclass
@@ -69,7 +87,7 @@ def node_id_to_point_id(node_id: str) -> uuid.UUID:
 def node_payload(sentence_terms: bool = False) -> qe.PayloadSelector:
     """The payload keys a node is decoded from (not its flat metadata copies), and its
     sentences' term ids with ``sentence_terms``."""
-    return qe.PayloadSelector.Include(_NODE_KEYS + ([SENTENCE_TERMS_KEY] if sentence_terms else []))
+    return qe.PayloadSelector.Include(NODE_KEYS + (KEPT_TERM_KEYS if sentence_terms else []))
 
 
 def node_to_point(
@@ -78,11 +96,11 @@ def node_to_point(
     sparse: tuple[Iterable[int], Iterable[float]] | None,
     windows: Sequence[Sequence[float]] | None,
     flat_metadata: bool,
-    sentence_terms: list[list[int]] | None = None,
+    sentence_terms: str | None = None,
 ) -> qe.Point:
     """The point of ``node``: its dense vector, its sparse one (given), its window vectors (given
-    where the collection keeps them) and its payload, with its sentences' BM25 term ids when
-    given; wrong vector sizes are a ``ValueError``."""
+    where the collection keeps them) and its payload, with its sentences' BM25 term ids
+    (``window_bm25.pack_terms``) when given; wrong vector sizes are a ``ValueError``."""
     dim = config.dense_dim
     emb = node.get_embedding()
     if len(emb) != dim:
@@ -98,7 +116,7 @@ def node_to_point(
     payload = node_to_metadata_dict(node, remove_text=False, flat_metadata=flat_metadata)
     payload[NODE_ID_KEY] = node.node_id
     if sentence_terms is not None:
-        payload[SENTENCE_TERMS_KEY] = sentence_terms
+        payload[SENTENCE_PACKED_KEY] = sentence_terms
     return qe.Point(id=node_id_to_point_id(node.node_id), vector=vector, payload=payload)
 
 
@@ -109,6 +127,14 @@ def record_to_node(rec: qe.Record, dense_name: str) -> BaseNode:
     if isinstance(vec, dict) and vec.get(dense_name) is not None:
         node.embedding = list(vec[dense_name])
     return node
+
+
+def hits_to_result(hits: Sequence[Hit], nodes: dict[PointId, BaseNode]) -> VectorStoreQueryResult:
+    """The hits as a LlamaIndex result, their nodes taken from ``nodes`` (decoded already)."""
+    found = [nodes[h.id] for h in hits]
+    return VectorStoreQueryResult(
+        nodes=found, similarities=[h.score for h in hits], ids=[n.node_id for n in found]
+    )
 
 
 def points_to_result(

@@ -6,12 +6,18 @@ BM25 (its IDF over the collection, or over the points the query's filter selects
 weight above 0 a wider pool of candidates is re-scored by their best window (``window_bm25``),
 with the engine's own IDF of each query term read back. Hybrid runs both in one batch and fuses
 them (``fusion``).
+
+Cost (``benchmarks/bench_retrieval_scale.py``): a point's payload costs per point read, and a
+node's decoding (JSON, then pydantic) more, so the pool of 100 is read with its kept sentence
+term ids only and a node is decoded only for what a query returns; ``hits`` returns ids, scores
+and a few payload keys, and decodes nothing. The IDF read back per term is kept per filter until
+the store is next written (``IdfCache``), so a reader's next question about a book skips it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,23 +28,35 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
+from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from litrag.query.edge_filters import match_any, metadata_filters_to_edge
 from litrag.query.edge_points import (
+    KEPT_TERM_KEYS,
+    NODE_KEYS,
+    SENTENCE_PACKED_KEY,
     SENTENCE_TERMS_KEY,
+    Hit,
     PointId,
     SparseEncoderCallable,
     floats,
+    hits_to_result,
     node_id_to_point_id,
     node_payload,
     points_to_result,
     sparse_vector,
 )
 from litrag.query.edge_schema import DOC_ID_KEY, EdgeStoreConfig
+from litrag.query.fusion import Fusion, fuse_ranked
 from litrag.query.window_bm25 import WindowKind, rescore
 
 # (dense_result, sparse_result, *, alpha, top_k) -> fused result, as in QdrantVectorStore.
 HybridFusionCallable = Callable[..., VectorStoreQueryResult]
+# (IDF scope, the query's filter) -> {term id: the engine's IDF, None where no point holds it}.
+IdfCache = dict[Hashable, dict[int, float | None]]
+IDF_CACHE_FILTERS = 4096  # filters remembered before the cache starts again
+
+_SPARSE_MODES = (VectorStoreQueryMode.SPARSE, VectorStoreQueryMode.TEXT_SEARCH)
 
 
 def query_filter(query: VectorStoreQuery) -> qe.Filter | None:
@@ -53,9 +71,17 @@ def query_filter(query: VectorStoreQuery) -> qe.Filter | None:
     return qe.Filter(must=must) if must else None
 
 
+def filter_key(query: VectorStoreQuery) -> Hashable:
+    """What ``query_filter`` builds from, as a dictionary key."""
+    flt = query.filters.model_dump_json() if query.filters is not None else None
+    return (tuple(query.doc_ids or ()), tuple(query.node_ids or ()), flt)
+
+
 @dataclass(frozen=True)
 class EdgeSearch:
-    """One open shard with the store's query settings (see ``QdrantEdgeVectorStore``'s fields)."""
+    """One open shard with the store's query settings (see ``QdrantEdgeVectorStore``'s fields).
+    ``fusion`` names the built-in ``fuse`` (ids are then fused before any node is decoded);
+    None for a caller's own function."""
 
     shard: qe.EdgeShard
     config: EdgeStoreConfig
@@ -66,6 +92,9 @@ class EdgeSearch:
     window_weight: float
     window_kind: WindowKind
     window_pool: int
+    fusion: Fusion | None = "relative_score"
+    rrf_k: int = 60
+    idf_cache: IdfCache | None = None
 
     def run(self, query: VectorStoreQuery, kwargs: Mapping[str, Any]) -> VectorStoreQueryResult:
         """DEFAULT (dense), SPARSE (or TEXT_SEARCH) and HYBRID queries, with metadata filters.
@@ -73,32 +102,97 @@ class EdgeSearch:
         kwargs: ``search_params={"hnsw_ef": int, "exact": bool}`` overrides the dense search;
         ``sparse_window_weight`` and ``sparse_window_kind`` the store's window settings.
         """
+        if query.mode == VectorStoreQueryMode.DEFAULT:
+            req = self.dense_request(query, query_filter(query), kwargs)
+            return points_to_result(self.shard.query(req))
+        dense, sparse = self.lists(query, kwargs, NODE_KEYS, light_pool=True)
+        nodes: dict[PointId, BaseNode] = {}  # a point in both lists is decoded once
+        self.decode(dense or [], nodes)
+        self.decode(sparse or [], nodes)
+        sparse_res = hits_to_result(sparse or [], nodes)
+        if dense is None:
+            return sparse_res
+        alpha, top_k = _alpha(query), query.hybrid_top_k or query.similarity_top_k
+        return self.fuse(hits_to_result(dense, nodes), sparse_res, alpha=alpha, top_k=top_k)
+
+    def hits(
+        self, query: VectorStoreQuery, kwargs: Mapping[str, Any], keys: Sequence[str]
+    ) -> list[Hit]:
+        """What ``run`` returns, as point ids, scores (the same) and the payload ``keys``,
+        without decoding a node."""
+        if self.fusion is None and query.mode == VectorStoreQueryMode.HYBRID:
+            res = self.run(query, kwargs)  # a caller's fusion takes results with nodes
+            return [
+                Hit(
+                    node_id_to_point_id(n.node_id),
+                    s,
+                    {k: n.metadata[k] for k in keys if k in n.metadata},
+                )
+                for n, s in zip(res.nodes or [], res.similarities or [], strict=True)
+            ]
+        dense, sparse = self.lists(query, kwargs, keys)
+        if dense is None or sparse is None:
+            return (dense if sparse is None else sparse) or []
+        by_id = {h.id: h for h in sparse} | {h.id: h for h in dense}
+        fused = fuse_ranked(
+            [(h.id, h.score) for h in dense],
+            [(h.id, h.score) for h in sparse],
+            fusion=self.fusion or "relative_score",
+            alpha=_alpha(query),
+            top_k=query.hybrid_top_k or query.similarity_top_k,
+            k=self.rrf_k,
+        )
+        return [Hit(pid, score, by_id[pid].payload) for pid, score in fused]
+
+    def lists(
+        self,
+        query: VectorStoreQuery,
+        kwargs: Mapping[str, Any],
+        keys: Sequence[str],
+        light_pool: bool = False,
+    ) -> tuple[list[Hit] | None, list[Hit] | None]:
+        """The dense and the (window re-scored) sparse list the query's mode asks for, with
+        the payload ``keys``; with ``light_pool`` a pool that is re-scored is read without
+        them (only what re-scoring needs: the caller reads ``keys`` for the few it keeps)."""
         flt = query_filter(query)
         mode = query.mode
-        if mode == VectorStoreQueryMode.DEFAULT:
-            return points_to_result(self.shard.query(self.dense_request(query, flt, kwargs)))
         weight = float(kwargs.get("sparse_window_weight", self.window_weight))
         kind = kwargs.get("sparse_window_kind", self.window_kind)
-        if mode in (VectorStoreQueryMode.SPARSE, VectorStoreQueryMode.TEXT_SEARCH):
-            req = self.sparse_request(query, flt, weight)
-            return points_to_result(*self.windowed(query, flt, weight, self.shard.query(req), kind))
-        if mode == VectorStoreQueryMode.HYBRID:
-            dense_req = self.dense_request(query, flt, kwargs)
-            sparse_req = self.sparse_request(query, flt, weight)
-            dense_pts, sparse_pts = self.shard.query_batch(
-                qe.QueryBatchRequest([dense_req, sparse_req])
-            )
-            alpha = query.alpha if query.alpha is not None else 0.5
-            top_k = query.hybrid_top_k or query.similarity_top_k
-            seen: dict[PointId, BaseNode] = {}  # a point in both lists is decoded once
-            dense_res = points_to_result(dense_pts, seen=seen)
-            windowed = self.windowed(query, flt, weight, sparse_pts, kind)
-            sparse_res = points_to_result(*windowed, seen=seen)
-            return self.fuse(dense_res, sparse_res, alpha=alpha, top_k=top_k)
-        raise NotImplementedError(f"query mode {mode.value!r} is not supported by this store")
+        if mode == VectorStoreQueryMode.DEFAULT:
+            return [
+                Hit.of(p) for p in self.shard.query(self.dense_request(query, flt, kwargs, keys))
+            ], None
+        if mode not in _SPARSE_MODES and mode != VectorStoreQueryMode.HYBRID:
+            raise NotImplementedError(f"query mode {mode.value!r} is not supported by this store")
+        pool_keys = [] if light_pool and weight > 0 else list(keys)
+        sparse_req = self.sparse_request(query, flt, weight, kind, pool_keys)
+        if mode in _SPARSE_MODES:
+            return None, self.windowed(query, flt, weight, self.shard.query(sparse_req), kind)
+        dense_req = self.dense_request(query, flt, kwargs, keys)
+        dense_pts, sparse_pts = self.shard.query_batch(
+            qe.QueryBatchRequest([dense_req, sparse_req])
+        )
+        return [Hit.of(p) for p in dense_pts], self.windowed(query, flt, weight, sparse_pts, kind)
+
+    def decode(self, hits: Sequence[Hit], nodes: dict[PointId, BaseNode]) -> None:
+        """Each hit's node into ``nodes``: from its payload, else read by id (one call)."""
+        need = []
+        for h in hits:
+            if h.id not in nodes:
+                if "_node_content" in h.payload:
+                    nodes[h.id] = metadata_dict_to_node(h.payload)
+                else:
+                    need.append(h.id)
+        if need:
+            for rec in self.shard.retrieve(need, with_payload=node_payload(), with_vector=False):
+                nodes[rec.id] = metadata_dict_to_node(rec.payload)
 
     def dense_request(
-        self, query: VectorStoreQuery, flt: qe.Filter | None, kwargs: Mapping[str, Any]
+        self,
+        query: VectorStoreQuery,
+        flt: qe.Filter | None,
+        kwargs: Mapping[str, Any],
+        keys: Sequence[str] = NODE_KEYS,
     ) -> qe.QueryRequest:
         if query.query_embedding is None:
             raise ValueError("dense and hybrid queries need query.query_embedding")
@@ -112,13 +206,20 @@ class EdgeSearch:
             limit=query.similarity_top_k,
             query=qe.Query.Nearest(floats(query.query_embedding), using=using),
             filter=flt,
-            with_payload=node_payload(),
+            with_payload=_selector(keys),
             params=params,
         )
 
     def sparse_request(
-        self, query: VectorStoreQuery, flt: qe.Filter | None, window_weight: float = 0.0
+        self,
+        query: VectorStoreQuery,
+        flt: qe.Filter | None,
+        window_weight: float = 0.0,
+        kind: WindowKind = "sentences",
+        keys: Sequence[str] = NODE_KEYS,
     ) -> qe.QueryRequest:
+        """The BM25 query: top ``sparse_top_k``, or the pool the windows re-score, read with
+        ``keys`` and what the re-scoring needs (kept term ids, or the text for paragraphs)."""
         if self.sparse_query_fn is None:
             raise ValueError(
                 "sparse and hybrid queries need sparse_query_fn (pass it to the store or call "
@@ -129,13 +230,15 @@ class EdgeSearch:
         indices, values = self.sparse_query_fn([query.query_str])
         vec = sparse_vector(indices[0], values[0])
         limit = query.sparse_top_k or query.similarity_top_k
+        keys = list(keys)
         if window_weight > 0:  # a wider pool, re-scored by windows and cut back in windowed()
             limit = max(limit, self.window_pool)
+            keys += KEPT_TERM_KEYS if kind == "sentences" else NODE_KEYS
         return qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest(vec, using=self.config.sparse_vector_name),
             filter=flt,
-            with_payload=node_payload(sentence_terms=window_weight > 0),
+            with_payload=_selector(keys),
             params=self._idf_params(flt),
         )
 
@@ -146,32 +249,58 @@ class EdgeSearch:
         weight: float,
         points: Sequence[qe.ScoredPoint],
         kind: WindowKind = "sentences",
-    ) -> tuple[list[qe.ScoredPoint], list[float] | None]:
+    ) -> list[Hit]:
         """The sparse candidates re-scored by their best sentence window and cut to the asked
         length, with their new scores (see window_bm25); as they came when the weight is 0.
-        Only the text (or the sentences' term ids, where the point keeps them) is read from the
-        pool's payloads: whole nodes are decoded for the kept."""
-        if weight <= 0 or not points:
-            return list(points), None
+        Sentences are cut from the kept term ids where the point keeps them, else from its text
+        (read for those only)."""
+        pool = [Hit.of(p) for p in points]
+        if weight <= 0 or not pool:
+            return pool
         limit = query.sparse_top_k or query.similarity_top_k
         idf = self.query_idf(query, flt)
-        stored = [p.payload.get(SENTENCE_TERMS_KEY) for p in points]
-        texts = [
-            "" if kept is not None and kind == "sentences" else _text(p)
-            for p, kept in zip(points, stored, strict=True)
-        ]
-        scores = [float(p.score) for p in points]
-        ranked = rescore(texts, scores, idf, weight, kind=kind, stored=stored)[:limit]
-        return [points[i] for i, _ in ranked], [score for _, score in ranked]
+        kept: list[Any] = [None] * len(pool)
+        if kind == "sentences":
+            kept = [
+                h.payload.get(SENTENCE_PACKED_KEY, h.payload.get(SENTENCE_TERMS_KEY)) for h in pool
+            ]
+        texts = [""] * len(pool)
+        unkept = [i for i, k in enumerate(kept) if k is None]
+        texts_of = self._texts([pool[i] for i in unkept])
+        for i in unkept:
+            texts[i] = texts_of[pool[i].id]
+        ranked = rescore(texts, [h.score for h in pool], idf, weight, kind=kind, stored=kept)
+        return [Hit(pool[i].id, score, pool[i].payload) for i, score in ranked[:limit]]
+
+    def _texts(self, hits: Sequence[Hit]) -> dict[PointId, str]:
+        """Each hit's node text, from its payload or read by id."""
+        out = {h.id: _text(h.payload) for h in hits if "_node_content" in h.payload}
+        need = [h.id for h in hits if h.id not in out]
+        if need:
+            recs = self.shard.retrieve(need, with_payload=node_payload(), with_vector=False)
+            out.update({r.id: _text(r.payload or {}) for r in recs})
+        return out
 
     def query_idf(self, query: VectorStoreQuery, flt: qe.Filter | None) -> dict[int, float]:
         """The engine's IDF of each query term, under the query's IDF scope: one single-term
         query per term (limit 1, in one batch); its top point's score over its stored BM25
-        weight for the term is the term's IDF. Terms no point holds are left out."""
+        weight for the term is the term's IDF. Terms no point holds are left out. Values are
+        kept per filter in ``idf_cache`` (the store empties it when written)."""
         assert self.sparse_query_fn is not None and query.query_str
         ids = [int(i) for i in self.sparse_query_fn([query.query_str])[0][0]]
         if not ids:
             return {}
+        known: dict[int, float | None] = {}
+        if self.idf_cache is not None:
+            if len(self.idf_cache) > IDF_CACHE_FILTERS:
+                self.idf_cache.clear()
+            known = self.idf_cache.setdefault((self.idf_scope, filter_key(query)), {})
+        todo = [t for t in dict.fromkeys(ids) if t not in known]
+        if todo:
+            known.update(self._read_idf(todo, flt))
+        return {t: v for t in ids if (v := known[t]) is not None}
+
+    def _read_idf(self, ids: Sequence[int], flt: qe.Filter | None) -> dict[int, float | None]:
         name = self.config.sparse_vector_name
         params = self._idf_params(flt)
         reqs = [
@@ -184,10 +313,11 @@ class EdgeSearch:
             )
             for t in ids
         ]
-        idf: dict[int, float] = {}
+        idf: dict[int, float | None] = {}
         for term, points in zip(
             ids, self.shard.query_batch(qe.QueryBatchRequest(reqs)), strict=True
         ):
+            idf[term] = None
             if not points:
                 continue
             vec = (points[0].vector or {}).get(name)
@@ -203,5 +333,13 @@ class EdgeSearch:
         return None
 
 
-def _text(point: qe.ScoredPoint) -> str:
-    return json.loads(point.payload["_node_content"]).get("text", "")
+def _alpha(query: VectorStoreQuery) -> float:
+    return query.alpha if query.alpha is not None else 0.5
+
+
+def _selector(keys: Sequence[str]) -> qe.PayloadSelector | bool:
+    return qe.PayloadSelector.Include(list(dict.fromkeys(keys))) if keys else False
+
+
+def _text(payload: Mapping[str, Any]) -> str:
+    return json.loads(payload["_node_content"]).get("text", "")

@@ -40,6 +40,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQuery,
     VectorStoreQueryResult,
 )
+from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from litrag.query.edge_filters import metadata_filters_to_edge
 from litrag.query.edge_open import (
@@ -52,6 +53,8 @@ from litrag.query.edge_open import (
 )
 from litrag.query.edge_points import (
     BatchSparseEncoding,
+    Hit,
+    PointId,
     ScannedPoint,
     SparseEncoderCallable,
     StoredPoint,
@@ -64,14 +67,17 @@ from litrag.query.edge_points import (
     stored_point,
 )
 from litrag.query.edge_schema import DOC_ID_KEY, SHARD_DIR, EdgeStoreConfig, remove_owner
-from litrag.query.edge_search import EdgeSearch, HybridFusionCallable
-from litrag.query.fusion import reciprocal_rank_fusion, relative_score_fusion
+from litrag.query.edge_search import EdgeSearch, HybridFusionCallable, IdfCache
+from litrag.query.fusion import Fusion, reciprocal_rank_fusion, relative_score_fusion
+from litrag.query.kept_terms import pack_terms
 from litrag.query.window_bm25 import DEFAULT_POOL, WindowKind, sentence_terms
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
 
 __all__ = [
+    "Hit",
+    "PointId",
     "QdrantEdgeVectorStore",
     "ScannedPoint",
     "StoreConfigError",
@@ -152,6 +158,9 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
     _sparse_query_fn: SparseEncoderCallable | None = PrivateAttr(default=None)
     _fusion_fn: HybridFusionCallable | None = PrivateAttr(default=None)
     _window_doc_fn: WindowEncoderCallable | None = PrivateAttr(default=None)
+    # The engine's IDF per query term and filter, read back for window BM25; emptied by every
+    # write and reopen (the only writer is this object: the shard is locked to one opener).
+    _idf_cache: IdfCache = PrivateAttr(default_factory=dict)
 
     def __init__(
         self,
@@ -217,11 +226,13 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
     def _open(self) -> None:
         """Load or create the shard (``StoreLockedError`` when another opener holds it), then
         own it, save the config and create missing payload indexes."""
+        self._idf_cache.clear()
         self._shard = shard = open_shard(self.folder, self.config)
         settle_shard(shard, self.folder, self.config)
 
     def close(self) -> None:
         """Flush and release the shard (and its lock). Safe to call twice."""
+        self._idf_cache.clear()
         if self._shard is None:
             return
         try:
@@ -288,7 +299,8 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             terms = None
             if self._sparse_doc_fn is not None:  # BM25 over windows re-scores from these
                 terms = [
-                    sentence_terms(n.get_content(metadata_mode=MetadataMode.NONE)) for n in batch
+                    pack_terms(sentence_terms(n.get_content(metadata_mode=MetadataMode.NONE)))
+                    for n in batch
                 ]
             windows = None
             if windowed:
@@ -309,15 +321,28 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
                     )
                 )
                 ids.append(node.node_id)
-            self._shard.update(qe.UpdateOperation.upsert_points(points))
+            self._write(qe.UpdateOperation.upsert_points(points))
         return ids
+
+    def forget_reads(self) -> None:
+        """Drop what queries keep between writes (the IDF read back per filter and term):
+        the next query reads it again, as a process's first question about a book does."""
+        self._idf_cache.clear()
+
+    def _write(self, operation: qe.UpdateOperation) -> None:
+        """Apply one write; what was read back about the collection (IDF) is then stale."""
+        assert self._shard is not None
+        try:
+            self._shard.update(operation)
+        finally:
+            self._idf_cache.clear()
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Delete every node of one source document (payload ``doc_id``)."""
         if self._shard is None:
             return
         cond = qe.FieldCondition(key=DOC_ID_KEY, match=qe.MatchValue(ref_doc_id))
-        self._shard.update(qe.UpdateOperation.delete_points_by_filter(qe.Filter(must=[cond])))
+        self._write(qe.UpdateOperation.delete_points_by_filter(qe.Filter(must=[cond])))
 
     def delete_nodes(
         self,
@@ -329,10 +354,11 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         if self._shard is None or node_ids == []:
             return
         flt = _ids_and_filters(node_ids, filters)
-        self._shard.update(qe.UpdateOperation.delete_points_by_filter(flt or qe.Filter()))
+        self._write(qe.UpdateOperation.delete_points_by_filter(flt or qe.Filter()))
 
     def clear(self) -> None:
         """Drop every point: the shard folder is deleted and made again (config is kept)."""
+        self._idf_cache.clear()
         if self._shard is not None:
             self._shard.close()
             self._shard = None
@@ -371,6 +397,13 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             flt, limit=limit, with_vector=[dense], page=1024, with_payload=node_payload()
         )
         return [record_to_node(r, dense) for r in recs]
+
+    def nodes_at(self, point_ids: Sequence[PointId]) -> dict[PointId, BaseNode]:
+        """The nodes of those of these points (``Hit.id``) that exist, without vectors."""
+        if self._shard is None or not point_ids:
+            return {}
+        recs = self._shard.retrieve(list(point_ids), with_payload=node_payload(), with_vector=False)
+        return {r.id: metadata_dict_to_node(r.payload) for r in recs}
 
     def iter_points(self, batch_size: int = 512) -> Iterator[StoredPoint]:
         """Every point with its vectors and payload, in id order: the input of an export."""
@@ -453,14 +486,26 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         return self._search().run(query, kwargs)
 
+    def query_hits(
+        self, query: VectorStoreQuery, keys: Sequence[str] = (), **kwargs: Any
+    ) -> list[Hit]:
+        """``query``'s answer as point ids, scores and the payload ``keys``, decoding no node:
+        the same order and scores as ``query`` (``nodes_at`` decodes the ones a caller keeps).
+        Why: decoding a node (JSON, then pydantic) costs more than finding it, and a ranking
+        through children keeps a handful of the forty it fuses."""
+        if self._shard is None:
+            return []
+        return self._search().hits(query, kwargs, list(keys))
+
     def _search(self) -> EdgeSearch:
         """The open shard with this store's query settings as they are now."""
         assert self._shard is not None
         fuse: HybridFusionCallable = relative_score_fusion
+        fusion: Fusion | None = "relative_score"
         if self._fusion_fn is not None:
-            fuse = self._fusion_fn
+            fuse, fusion = self._fusion_fn, None
         elif self.hybrid_fusion == "rrf":
-            fuse = partial(reciprocal_rank_fusion, k=self.rrf_k)
+            fuse, fusion = partial(reciprocal_rank_fusion, k=self.rrf_k), "rrf"
         return EdgeSearch(
             shard=self._shard,
             config=self.config,
@@ -471,6 +516,9 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             window_weight=self.sparse_window_weight,
             window_kind=self.sparse_window_kind,
             window_pool=self.sparse_window_pool,
+            fusion=fusion,
+            rrf_k=self.rrf_k,
+            idf_cache=self._idf_cache,
         )
 
 

@@ -15,7 +15,13 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryResult,
 )
 
-from litrag.query.edge_store import QdrantEdgeVectorStore, StoredPoint, StoreLockedError
+from litrag.query.edge_store import (
+    Hit,
+    PointId,
+    QdrantEdgeVectorStore,
+    StoredPoint,
+    StoreLockedError,
+)
 
 REOPEN_WAIT_S = 60.0
 
@@ -68,6 +74,16 @@ class LockedEdgeStore(QdrantEdgeVectorStore):
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         with self._lock:
             return super().query(query, **kwargs)
+
+    def query_hits(
+        self, query: VectorStoreQuery, keys: Sequence[str] = (), **kwargs: Any
+    ) -> list[Hit]:
+        with self._lock:
+            return super().query_hits(query, keys, **kwargs)
+
+    def nodes_at(self, point_ids: Sequence[PointId]) -> dict[PointId, BaseNode]:
+        with self._lock:
+            return super().nodes_at(point_ids)
 
     def optimize(self) -> float:
         with self._lock:

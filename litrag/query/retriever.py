@@ -30,7 +30,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
     FilterCondition,
@@ -45,6 +45,7 @@ from litrag.chunkers.children import PARENT_KEY
 from litrag.query.evidence import with_evidence
 
 if TYPE_CHECKING:
+    from litrag.query.edge_points import Hit
     from litrag.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -420,14 +421,18 @@ class BookRetriever(BaseRetriever):
         query.hybrid_top_k = 2 * k
         return query
 
+    def _window_kwargs(self, store: BasePydanticVectorStore) -> dict[str, Any]:
+        if not hasattr(store, "sparse_window_weight"):
+            return {}
+        return {  # the Edge store re-scores
+            "sparse_window_weight": self.settings.bm25_windows,
+            "sparse_window_kind": self.settings.bm25_window_kind,
+        }
+
     def _search(
         self, store: BasePydanticVectorStore, query: VectorStoreQuery
     ) -> list[NodeWithScore]:
-        extra = {}
-        if hasattr(store, "sparse_window_weight"):  # the Edge store re-scores
-            extra["sparse_window_weight"] = self.settings.bm25_windows
-            extra["sparse_window_kind"] = self.settings.bm25_window_kind
-        result = store.query(query, **extra)
+        result = store.query(query, **self._window_kwargs(store))
         sims = result.similarities or [None] * len(result.nodes or [])
         return [
             NodeWithScore(node=n, score=s) for n, s in zip(result.nodes or [], sims, strict=True)
@@ -443,6 +448,8 @@ class BookRetriever(BaseRetriever):
     def _through_children(self, question: str) -> list[NodeWithScore]:
         """Blocks in the order of each one's best child (small-to-big); each block carries
         that child's span as its evidence (``query.evidence``)."""
+        if callable(getattr(self.children_store, "query_hits", None)):
+            return self._through_child_hits(question)
         best: dict[str, NodeWithScore] = {}
         for child in self.rank_children(question):  # best first: the first child per block
             best.setdefault(str(child.node.metadata.get(PARENT_KEY) or ""), child)
@@ -455,6 +462,37 @@ class BookRetriever(BaseRetriever):
             for parent, child in best.items()
             if parent in found
         ]
+
+    def _through_child_hits(self, question: str) -> list[NodeWithScore]:
+        """``_through_children`` on the embedded store, reading only what can be returned:
+        the children come back as ids, scores and their block's id (``query_hits``); the
+        first ``candidate_count`` blocks (the most ``_retrieve`` keeps) and their winning
+        children are the only nodes decoded. Same blocks, order and scores."""
+        store: Any = self.children_store
+        best: dict[str, Hit] = {}
+        query = self.child_query(question)
+        for hit in store.query_hits(query, [PARENT_KEY], **self._window_kwargs(store)):
+            best.setdefault(str(hit.payload.get(PARENT_KEY) or ""), hit)  # best first
+        best.pop("", None)  # a child without a block (never written so) ranks nothing
+        parents, want = list(best), self.settings.candidate_count(self.reranker is not None)
+        found: dict[str, BaseNode] = {}
+        read = missing = 0
+        while read < len(parents) and len(found) < want:
+            part = parents[read : read + want - len(found)]
+            read += len(part)
+            got = {n.node_id: n for n in self.vector_store.get_nodes(node_ids=part)}
+            missing += sum(p not in got for p in part)
+            found.update(got)
+        if missing:
+            logger.error("%d ranked children have no block in the store", missing)
+        kept = [p for p in parents[:read] if p in found]
+        children = store.nodes_at([best[p].id for p in kept])
+        out = []
+        for parent in kept:
+            child = children.get(best[parent].id)
+            block = found[parent] if child is None else with_evidence(found[parent], child)
+            out.append(NodeWithScore(node=block, score=best[parent].score))
+        return out
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         question = query_bundle.query_str.strip()

@@ -28,16 +28,25 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Literal
 
-from litrag.query.bm25 import DEFAULT_B, DEFAULT_K1, saturation, term_id, tokenize
+import numpy as np
 
-WINDOW_SENTENCES = 3  # as the dense windows (embeddings.SentenceWindowEncoder)
-WINDOW_STRIDE = 2
+from litrag.query.bm25 import DEFAULT_B, DEFAULT_K1, term_id, tokenize
+from litrag.query.kept_terms import (
+    WINDOW_SENTENCES,
+    WINDOW_STRIDE,
+    Kept,
+    window_counts,
+    window_starts,
+)
+
 DEFAULT_POOL = 100  # BM25 candidates re-scored per query
 WindowKind = Literal["sentences", "paragraphs"]
 WINDOW_KINDS: tuple[WindowKind, ...] = ("sentences", "paragraphs")
 
 
 Pieces = tuple[tuple[Counter[int], int], ...]  # (term-id counts, length) of each piece
+# A text's sentences' term ids as a store keeps them (``kept_terms``); None: cut the text.
+KeptTerms = Kept | None
 
 
 @lru_cache(maxsize=4096)
@@ -69,12 +78,8 @@ def sentence_terms(text: str) -> list[list[int]]:
 def windows_of(terms: Sequence[Sequence[int]]) -> Pieces:
     """``window_terms`` of a text from its ``sentence_terms``: the same windows (``size``
     sentences every ``stride``, the last one ending the text), counts and lengths."""
-    n = len(terms)
-    starts = list(range(0, max(1, n - WINDOW_SENTENCES + 1), WINDOW_STRIDE))
-    if starts[-1] + WINDOW_SENTENCES < n:
-        starts.append(n - WINDOW_SENTENCES)
     out = []
-    for a in starts:
+    for a in window_starts(len(terms)):
         ids = [t for sentence in terms[a : a + WINDOW_SENTENCES] for t in sentence]
         out.append((Counter(ids), len(ids)))
     return tuple(out)
@@ -100,33 +105,67 @@ def best_window_scores(
     kind: WindowKind = "sentences",
     k1: float = DEFAULT_K1,
     b: float = DEFAULT_B,
-    stored: Sequence[Sequence[Sequence[int]] | None] | None = None,
+    stored: Sequence[KeptTerms] | None = None,
 ) -> list[float]:
     """Each text's best piece BM25 score for a query whose terms have these ``idf`` weights;
     length is normalised by the mean piece length over the candidates. ``stored``: each text's
-    ``sentence_terms`` where the store kept them (None: cut from the text), for sentences."""
+    sentences' term ids where the store kept them (``KeptTerms``; None: cut from the text), for
+    sentences; a kept text's text is not read.
+
+    The pool is scored at once (numpy, each operation as the scalar formula orders it, so the
+    floats are those of ``sum(w * saturation(tf, n, ...) for each query term in the window)``;
+    a term absent from a window adds an exact 0)."""
     if kind not in WINDOW_KINDS:
         raise ValueError(f"unknown window kind {kind!r}: use one of {', '.join(WINDOW_KINDS)}")
-    pieces = window_terms if kind == "sentences" else child_terms
-    if kind == "sentences" and stored is not None:
-        per_text = [
-            pieces(t) if kept is None else windows_of(kept)
-            for t, kept in zip(texts, stored, strict=True)
-        ]
-    else:
-        per_text = [pieces(t) for t in texts]
-    lengths = [n for windows in per_text for _, n in windows]
-    avg_len = (sum(lengths) / len(lengths)) if lengths and sum(lengths) else 1.0
-    out = []
-    for windows in per_text:
-        best = 0.0
-        for counts, n in windows:
-            score = sum(
-                w * saturation(counts[t], n, avg_len, k1, b) for t, w in idf.items() if counts[t]
-            )
-            best = max(best, score)
-        out.append(best)
+    if stored is not None and len(stored) != len(texts):
+        raise ValueError("one kept entry (or None) per text")
+    items = list(idf.items())
+    counts, sizes, per_text = _counted(texts, [t for t, _ in items], kind, stored)
+    total, windows = int(sizes.sum()), len(sizes)
+    avg_len = total / windows if windows and total else 1.0
+    score = np.zeros(windows)
+    norm = k1 * (1.0 - b + b * sizes / avg_len)
+    for j, (_, w) in enumerate(items):
+        tf = counts[:, j].astype(np.float64)
+        score = score + w * (tf * (k1 + 1.0) / (tf + norm))
+    out = [0.0] * len(texts)
+    firsts = np.cumsum([0, *per_text[:-1]]) if per_text else []
+    has = [i for i, k in enumerate(per_text) if k]
+    if has and windows:
+        best = np.maximum.reduceat(score, np.asarray(firsts)[has])
+        for i, v in zip(has, np.maximum(best, 0.0).tolist(), strict=True):
+            out[i] = v
     return out
+
+
+def _counted(
+    texts: Sequence[str],
+    terms: list[int],
+    kind: WindowKind,
+    stored: Sequence[KeptTerms] | None,
+) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """``kept_terms.window_counts`` of every text: from the kept ids where there are, else
+    from the text's pieces (windows or paragraph children, cut and counted here)."""
+    kept = [k for k in stored or ()] if kind == "sentences" else []
+    if kept and all(k is not None for k in kept):
+        return window_counts(kept, terms)  # type: ignore[arg-type]
+    rows: list[list[int]] = []
+    sizes: list[int] = []
+    per_text: list[int] = []
+    pieces = window_terms if kind == "sentences" else child_terms
+    for i, text in enumerate(texts):
+        if kept and kept[i] is not None:
+            c, n, _ = window_counts([kept[i]], terms)  # type: ignore[list-item]
+            rows += c.tolist()
+            sizes += n.tolist()
+            per_text.append(len(n))
+            continue
+        windows = pieces(text)
+        rows += [[counts[t] for t in terms] for counts, _ in windows]
+        sizes += [n for _, n in windows]
+        per_text.append(len(windows))
+    matrix = np.asarray(rows, dtype=np.int64).reshape(len(rows), len(terms))
+    return matrix, np.asarray(sizes, dtype=np.int64), per_text
 
 
 def mix_scores(block: Sequence[float], window: Sequence[float], weight: float) -> list[float]:
@@ -150,7 +189,7 @@ def rescore(
     kind: WindowKind = "sentences",
     k1: float = DEFAULT_K1,
     b: float = DEFAULT_B,
-    stored: Sequence[Sequence[Sequence[int]] | None] | None = None,
+    stored: Sequence[KeptTerms] | None = None,
 ) -> list[tuple[int, float]]:
     """(candidate index, mixed score), best first; ties keep the engine's order. ``stored``:
     as ``best_window_scores``."""
