@@ -22,10 +22,10 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
-from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from qdrant_client import models
 
 from litrag.query.edge_points import SENTENCE_TERMS_KEY
+from litrag.query.edge_points import points_to_result as _result  # same ScoredPoint shape
 
 if TYPE_CHECKING:
     from litrag.query.edge_search import HybridFusionCallable
@@ -190,21 +190,3 @@ class ServerSearch:
             with_payload=payload,
             shard_key=keys,
         )
-
-
-def _result(
-    points: Sequence[Any],
-    scores: Sequence[float] | None = None,
-    seen: dict[Any, BaseNode] | None = None,
-) -> VectorStoreQueryResult:
-    """Nodes, scores (the points' own unless given) and node ids of ``points``."""
-    nodes, sims, ids = [], [], []
-    seen = {} if seen is None else seen
-    for k, p in enumerate(points):
-        node = seen.get(p.id)
-        if node is None:
-            node = seen[p.id] = metadata_dict_to_node(p.payload)
-        nodes.append(node)
-        sims.append(float(p.score) if scores is None else scores[k])
-        ids.append(node.node_id)
-    return VectorStoreQueryResult(nodes=nodes, similarities=sims, ids=ids)
