@@ -111,10 +111,11 @@ def ensure_collection(
 def server_point(point: StoredPoint) -> Any:
     """An Edge point as the server store writes it: its vectors under the server's names, the
     block's distinct term ids (``_terms``: document frequencies count them) and its sentences'
-    term ids (``_sentence_terms``, cut from the text where the source did not keep them)."""
+    term ids (packed as Edge keeps them, cut from the text where the source did not keep them)."""
     from qdrant_client import models
 
-    from litrag.query.edge_points import SENTENCE_TERMS_KEY
+    from litrag.query.edge_points import KEPT_TERM_KEYS, SENTENCE_PACKED_KEY
+    from litrag.query.kept_terms import pack_terms
     from litrag.query.server_store import (
         DENSE_NAME,
         SPARSE_NAME,
@@ -133,9 +134,9 @@ def server_point(point: StoredPoint) -> Any:
     if point.sparse is not None:
         vector[SPARSE_NAME] = models.SparseVector(indices=point.sparse[0], values=point.sparse[1])
         payload[TERMS_KEY] = distinct_terms(point.sparse[0])
-        if SENTENCE_TERMS_KEY not in payload:
+        if not any(k in payload for k in KEPT_TERM_KEYS):
             text = json.loads(payload.get("_node_content") or "{}").get("text", "")
-            payload[SENTENCE_TERMS_KEY] = sentence_terms(text)
+            payload[SENTENCE_PACKED_KEY] = pack_terms(sentence_terms(text))
     return models.PointStruct(id=point.id, vector=vector, payload=payload)
 
 

@@ -24,7 +24,7 @@ from llama_index.core.vector_stores.types import (
 )
 from qdrant_client import models
 
-from litrag.query.edge_points import SENTENCE_TERMS_KEY
+from litrag.query.edge_points import KEPT_TERM_KEYS
 from litrag.query.edge_points import points_to_result as _result  # same ScoredPoint shape
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ class ServerSearch:
         limit = query.sparse_top_k or query.similarity_top_k
         if weight > 0:  # a wider pool, re-scored by windows and cut back
             limit = max(limit, st.sparse_window_pool)
-        payload = _NODE_KEYS + ([SENTENCE_TERMS_KEY] if weight > 0 else [])
+        payload = _NODE_KEYS + (KEPT_TERM_KEYS if weight > 0 else [])
         return models.QueryRequest(
             query=models.SparseVector(indices=terms, values=values),
             using=st.sparse_vector_name,

@@ -12,7 +12,7 @@ What it keeps from LlamaIndex: the filter translation (``_build_subfilter``), th
 checks, ``delete``. What it replaces, and why:
 
 - points (``_build_points``): the id mapping of the embedded store (``node_id_to_point_id``), the
-  node id, each sentence's term ids (``_sentence_terms``, read by BM25 over windows) and the
+  node id, each sentence's term ids (packed as Edge keeps them, read by BM25 over windows) and the
   block's distinct term ids (``_terms``, integer-indexed) in the payload, the window multivector;
 - the collection (``_create_collection``): the window multivector (``MultiVectorConfig`` with
   ``MAX_SIM``), a sparse vector without the IDF modifier, the payload indexes, custom sharding;
@@ -46,6 +46,7 @@ from qdrant_client import models
 
 from litrag.query.edge_points import (
     NODE_ID_KEY,
+    SENTENCE_PACKED_KEY,
     SENTENCE_TERMS_KEY,
     SparseEncoderCallable,
     WindowEncoderCallable,
@@ -53,6 +54,7 @@ from litrag.query.edge_points import (
     node_id_to_point_id,
 )
 from litrag.query.fusion import reciprocal_rank_fusion, relative_score_fusion
+from litrag.query.kept_terms import pack_terms
 from litrag.query.server_search import TERMS_KEY, ServerSearch
 from litrag.query.server_shards import books_of, keys_for, shard_key
 from litrag.query.window_bm25 import DEFAULT_POOL, WindowKind, rescore, sentence_terms
@@ -235,7 +237,7 @@ class QdrantServerStore(QdrantVectorStore):
                     vector[self.window_vector_name] = [floats(w) for w in windows[i]]
                 payload = node_to_metadata_dict(node, remove_text=False, flat_metadata=False)
                 payload[NODE_ID_KEY] = node.node_id
-                payload[SENTENCE_TERMS_KEY] = sentence_terms(texts[i])
+                payload[SENTENCE_PACKED_KEY] = pack_terms(sentence_terms(texts[i]))
                 payload[TERMS_KEY] = distinct_terms(idx[i])
                 pid = str(node_id_to_point_id(node.node_id))
                 points.append(models.PointStruct(id=pid, vector=vector, payload=payload))
@@ -419,7 +421,9 @@ class QdrantServerStore(QdrantVectorStore):
         ``limit``; as they came when the weight is 0."""
         if weight <= 0 or not points:
             return list(points)[:limit], None
-        stored = [p.payload.get(SENTENCE_TERMS_KEY) for p in points]
+        stored = [
+            p.payload.get(SENTENCE_PACKED_KEY, p.payload.get(SENTENCE_TERMS_KEY)) for p in points
+        ]
         texts = [
             "" if kept is not None and kind == "sentences" else _text(p)
             for p, kept in zip(points, stored, strict=True)
