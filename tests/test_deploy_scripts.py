@@ -38,15 +38,7 @@ def test_deploy_dry_run_writes_settings_litrag_reads(tmp_path):
         "print(llm_backend(s), s.llm_url, s.llm_model, s.segment_url, s.llm_context, "
         "bool(s.llm_api_key))"
     )
-    r = subprocess.run(
-        ["bash", "-c", f"source {settings} && {sys.executable} -c '{show}'"],
-        env={**env, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == [
+    assert settings_read_back(settings, show, env) == [
         "vllm",
         "http://127.0.0.1:8000/v1",
         "G/Gen",
@@ -79,15 +71,7 @@ def test_deploy_all_four_writes_one_settings_file_with_every_url(tmp_path):
         "print(s.llm_url, s.segment_url, s.embed_url, s.rerank_url, "
         "s.llm_api_key == s.embed_api_key == s.rerank_api_key != None)"
     )
-    r = subprocess.run(
-        ["bash", "-c", f"source {settings} && {sys.executable} -c '{show}'"],
-        env={**env, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == [
+    assert settings_read_back(settings, show, env) == [
         "http://127.0.0.1:8000/v1",
         "http://127.0.0.1:8001/v1",
         "http://127.0.0.1:8002/v1",
@@ -106,3 +90,16 @@ def test_gpu_check_without_a_gpu_says_so_and_exits_0():
     assert r.stdout.strip() == (
         "gpu_check: no NVIDIA GPU on this machine (nvidia-smi finds none): nothing to check"
     )
+
+
+def settings_read_back(settings: Path, show: str, env: dict[str, str]) -> list[str]:
+    """What litrag's Settings print (``show``) once the written settings file is sourced."""
+    r = subprocess.run(
+        ["bash", "-c", f"source {settings} && {sys.executable} -c '{show}'"],
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout.split()
