@@ -1,0 +1,116 @@
+"""Does reranking pay on CPU? The packaged 1.5B model as a yes/no reranker of the fused top N.
+
+    python benchmarks/bench_llm_rerank.py --home HOME --book pg215 --candidates 10 [--limit 20]
+
+For each reader question of the book that names its evidence sentence(s)
+(``benchmarks/questions/reader_questions.jsonl``, written from the book, blind to any chunker),
+the default retrieval (as ``litrag ask``) gives its top ``--candidates`` blocks; a block is
+relevant when it holds an evidence sentence. The packaged Qwen2.5-Coder-1.5B (llama.cpp, in
+process) then reads each block's question-nearest paragraph (the child that ranked it) and the
+question, and says yes or no; blocks are reordered by P(yes) (ties: the fused order). Prints MRR
+within the candidates before and after, how many questions moved, and seconds per question.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+
+QUESTIONS = Path(__file__).resolve().parent / "questions" / "reader_questions.jsonl"
+SYSTEM = (
+    "Judge whether the passage from a book answers the question. Reply with one word: yes or no."
+)
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def p_yes(llm, question: str, passage: str) -> float:
+    """P(yes) against P(no) from the first reply token's log-probabilities."""
+    reply = llm.create_chat_completion(
+        messages=[
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"Passage:\n{passage}\n\nQuestion: {question}\nAnswer:"},
+        ],
+        max_tokens=1,
+        temperature=0,
+        logprobs=True,
+        top_logprobs=10,
+    )
+    tops = reply["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+    yes = sum(math.exp(t["logprob"]) for t in tops if t["token"].strip().lower() == "yes")
+    no = sum(math.exp(t["logprob"]) for t in tops if t["token"].strip().lower() == "no")
+    return yes / (yes + no) if yes + no else 0.0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--home", type=Path, required=True, help="an ingested LITRAG_HOME")
+    ap.add_argument("--book", default="pg215")
+    ap.add_argument("--candidates", type=int, default=10)
+    ap.add_argument("--limit", type=int, default=0, help="questions (0: all with evidence)")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+
+    from llama_cpp import Llama
+
+    from litrag.builders import build_query_engine
+    from litrag.models.llama_server import local_model_path
+    from litrag.query.answer_types import passage
+    from litrag.query.evidence import evidence_text
+    from litrag.query.retriever import RetrievalSettings
+    from litrag.settings import Settings
+
+    rows = [json.loads(x) for x in QUESTIONS.read_text().splitlines() if x.strip()]
+    rows = [r for r in rows if r["id"].startswith(f"reader.{args.book}.") and r.get("evidence")]
+    rows = rows[: args.limit or None]
+    s = Settings(home=args.home.expanduser().resolve())
+    retrieval = RetrievalSettings.from_settings(s).model_copy(update={"top_k": args.candidates})
+    llm = Llama(
+        model_path=str(local_model_path(s.local_llm)),
+        n_ctx=2048,
+        n_threads=args.threads,
+        logits_all=True,
+        verbose=False,
+    )
+    before, after, moved, seconds = [], [], 0, []
+    for r in rows:
+        engine = build_query_engine(s, args.book, upto_chapter=r.get("upto_chapter"))
+        engine.retriever.settings = retrieval
+        nodes = engine.retriever.retrieve(r["question"])
+        evidence = [_norm(e) for e in r["evidence"]]
+        relevant = [any(e in _norm(passage(n)) for e in evidence) for n in nodes]
+        t0 = time.perf_counter()
+        scores = []
+        for n in nodes:
+            child = evidence_text(n.node) or passage(n)
+            scores.append(p_yes(llm, r["question"], " ".join(child.split()[:220])))
+        seconds.append(time.perf_counter() - t0)
+        order = sorted(range(len(nodes)), key=lambda i: (-scores[i], i))
+        rr = [1 / (i + 1) for i, ok in enumerate(relevant) if ok][:1] or [0.0]
+        rr2 = [1 / (k + 1) for k, i in enumerate(order) if relevant[i]][:1] or [0.0]
+        before.append(rr[0])
+        after.append(rr2[0])
+        moved += rr[0] != rr2[0]
+        line = {"id": r["id"], "rr_fused": round(rr[0], 3), "rr_reranked": round(rr2[0], 3)}
+        print(json.dumps({**line, "seconds": round(seconds[-1], 1)}), flush=True)
+        if hasattr(engine.retriever.vector_store, "close"):
+            engine.retriever.vector_store.close()
+        if getattr(engine.retriever, "children_store", None) is not None:
+            engine.retriever.children_store.close()
+    n = len(rows)
+    print(
+        f"\n{n} questions, {args.candidates} candidates: MRR@{args.candidates} fused "
+        f"{statistics.mean(before):.3f} -> reranked {statistics.mean(after):.3f}; "
+        f"{moved} changed; p50 {statistics.median(seconds):.1f} s a question"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
