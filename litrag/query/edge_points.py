@@ -9,7 +9,7 @@ a node id that is not a UUID maps to one by ``uuid5``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,3 +190,20 @@ def sparse_vector(indices: Iterable[int], values: Iterable[float]) -> qe.SparseV
     if not isinstance(values, list):
         values = values.tolist() if hasattr(values, "tolist") else [float(x) for x in values]
     return qe.SparseVector(indices, values)
+
+
+def paged(
+    fetch: Callable[[Any, int], tuple[Sequence[Any], Any]], page: int, limit: int | None
+) -> Iterator[Any]:
+    """Every record a scroll gives, page by page, up to ``limit``: ``fetch(offset, n)`` returns
+    (records, next offset), as Edge's ``scroll`` and qdrant-client's do."""
+    offset, seen = None, 0
+    while True:
+        n = page if limit is None else min(page, limit - seen)
+        if n <= 0:
+            return
+        recs, offset = fetch(offset, n)
+        yield from recs
+        seen += len(recs)
+        if offset is None or not recs:
+            return

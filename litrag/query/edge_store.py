@@ -62,6 +62,7 @@ from litrag.query.edge_points import (
     node_id_to_point_id,
     node_payload,
     node_to_point,
+    paged,
     record_to_node,
     scanned_point,
     stored_point,
@@ -454,14 +455,10 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         page: int,
         with_payload: bool | qe.PayloadSelector,
     ) -> Iterator[qe.Record]:
-        assert self._shard is not None
-        offset = None
-        seen = 0
-        while True:
-            n = page if limit is None else min(page, limit - seen)
-            if n <= 0:
-                return
-            recs, offset = self._shard.scroll(
+        shard = self._shard
+        assert shard is not None
+        return paged(
+            lambda offset, n: shard.scroll(
                 qe.ScrollRequest(
                     offset=offset,
                     limit=n,
@@ -469,11 +466,10 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
                     with_payload=with_payload,
                     with_vector=with_vector,
                 )
-            )
-            yield from recs
-            seen += len(recs)
-            if offset is None or not recs:
-                return
+            ),
+            page,
+            limit,
+        )
 
     # ----------------------------------------------------------------------------- queries
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:

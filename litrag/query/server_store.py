@@ -52,6 +52,7 @@ from litrag.query.edge_points import (
     WindowEncoderCallable,
     floats,
     node_id_to_point_id,
+    paged,
 )
 from litrag.query.fusion import reciprocal_rank_fusion, relative_score_fusion
 from litrag.query.kept_terms import pack_terms
@@ -351,12 +352,8 @@ class QdrantServerStore(QdrantVectorStore):
         keys: list[str] | None = None,
         page: int = 512,
     ) -> Iterator[Any]:
-        offset, seen = None, 0
-        while True:
-            n = page if limit is None else min(page, limit - seen)
-            if n <= 0:
-                return
-            recs, offset = self._client.scroll(
+        return paged(
+            lambda offset, n: self._client.scroll(
                 self.collection_name,
                 scroll_filter=flt,
                 limit=n,
@@ -364,11 +361,10 @@ class QdrantServerStore(QdrantVectorStore):
                 with_payload=True,
                 with_vectors=with_vectors,
                 shard_key_selector=keys,
-            )
-            yield from recs
-            seen += len(recs)
-            if offset is None or not recs:
-                return
+            ),
+            page,
+            limit,
+        )
 
     def iter_records(self, batch_size: int = 256) -> Iterator[Any]:
         """Every point with all its vectors and payload: the input of an import."""
