@@ -1,14 +1,19 @@
 """Does reranking pay on CPU? The packaged 1.5B model as a yes/no reranker of the fused top N.
 
     python benchmarks/bench_llm_rerank.py --home HOME --book pg215 --candidates 10 [--limit 20]
+    python benchmarks/bench_llm_rerank.py --home HOME --book pg11 --book pg215 \
+        --questions ../shared/data/gutenqa/questions.jsonl --limit 8
 
-For each reader question of the book that names its evidence sentence(s)
-(``benchmarks/questions/reader_questions.jsonl``, written from the book, blind to any chunker),
-the default retrieval (as ``litrag ask``) gives its top ``--candidates`` blocks; a block is
-relevant when it holds an evidence sentence. The packaged Qwen2.5-Coder-1.5B (llama.cpp, in
-process) then reads each block's question-nearest paragraph (the child that ranked it) and the
-question, and says yes or no; blocks are reordered by P(yes) (ties: the fused order). Prints MRR
-within the candidates before and after, how many questions moved, and seconds per question.
+For each question of the book(s) that names its evidence (the reader questions'
+``evidence`` sentences by default, ``benchmarks/questions/reader_questions.jsonl``; or, with
+``--questions``, a GutenQA-style set's ``chunk_must_contain`` span: the public set or
+``blind_frozen.jsonl``), the default retrieval (as ``litrag ask``) gives its top
+``--candidates`` blocks; a block is relevant when it holds the evidence (the harness's span
+match, ``litrag.eval.spans``). The packaged Qwen2.5-Coder-1.5B (llama.cpp, in process) reads
+each block's question-nearest paragraph (the child that ranked it) and the question, and says
+yes or no; blocks are reordered by P(yes) (ties: the fused order). Prints MRR within the
+candidates before and after (all questions, and per book), how many questions moved, and
+seconds per question.
 """
 
 from __future__ import annotations
@@ -26,8 +31,20 @@ SYSTEM = (
 )
 
 
-def _norm(text: str) -> str:
-    return " ".join(text.split()).lower()
+def questions_of(path: Path | None, book: str) -> list[dict]:
+    """The book's questions that name their evidence, each with ``book`` and ``evidence``."""
+    rows = [json.loads(x) for x in (path or QUESTIONS).read_text().splitlines() if x.strip()]
+    if path is None:
+        return [
+            {**r, "book": book}
+            for r in rows
+            if r["id"].startswith(f"reader.{book}.") and r.get("evidence")
+        ]
+    return [
+        {**r, "book": book, "evidence": [r["chunk_must_contain"]]}
+        for r in rows
+        if Path(r["book_file"]).name.startswith(f"{book}_") and r.get("chunk_must_contain")
+    ]
 
 
 def p_yes(llm, question: str, passage: str) -> float:
@@ -51,24 +68,30 @@ def p_yes(llm, question: str, passage: str) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--home", type=Path, required=True, help="an ingested LITRAG_HOME")
-    ap.add_argument("--book", default="pg215")
+    ap.add_argument("--book", action="append", help="book id; repeat (default pg215)")
+    ap.add_argument(
+        "--questions", type=Path, help="a set with book_file and chunk_must_contain per row"
+    )
     ap.add_argument("--candidates", type=int, default=10)
-    ap.add_argument("--limit", type=int, default=0, help="questions (0: all with evidence)")
+    ap.add_argument(
+        "--limit", type=int, default=0, help="first questions per book (0: all with evidence)"
+    )
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
 
     from llama_cpp import Llama
 
     from litrag.builders import build_query_engine
+    from litrag.eval.spans import contains_span
     from litrag.models.llama_server import local_model_path
     from litrag.query.answer_types import passage
     from litrag.query.evidence import evidence_text
     from litrag.query.retriever import RetrievalSettings
     from litrag.settings import Settings
 
-    rows = [json.loads(x) for x in QUESTIONS.read_text().splitlines() if x.strip()]
-    rows = [r for r in rows if r["id"].startswith(f"reader.{args.book}.") and r.get("evidence")]
-    rows = rows[: args.limit or None]
+    rows = []
+    for book in args.book or ["pg215"]:
+        rows += questions_of(args.questions, book)[: args.limit or None]
     s = Settings(home=args.home.expanduser().resolve())
     retrieval = RetrievalSettings.from_settings(s).model_copy(update={"top_k": args.candidates})
     llm = Llama(
@@ -80,11 +103,10 @@ def main() -> int:
     )
     before, after, moved, seconds = [], [], 0, []
     for r in rows:
-        engine = build_query_engine(s, args.book, upto_chapter=r.get("upto_chapter"))
+        engine = build_query_engine(s, r["book"], upto_chapter=r.get("upto_chapter"))
         engine.retriever.settings = retrieval
         nodes = engine.retriever.retrieve(r["question"])
-        evidence = [_norm(e) for e in r["evidence"]]
-        relevant = [any(e in _norm(passage(n)) for e in evidence) for n in nodes]
+        relevant = [any(contains_span(passage(n), e) for e in r["evidence"]) for n in nodes]
         t0 = time.perf_counter()
         scores = []
         for n in nodes:
@@ -97,13 +119,24 @@ def main() -> int:
         before.append(rr[0])
         after.append(rr2[0])
         moved += rr[0] != rr2[0]
-        line = {"id": r["id"], "rr_fused": round(rr[0], 3), "rr_reranked": round(rr2[0], 3)}
+        line = {
+            "id": r["id"],
+            "book": r["book"],
+            "rr_fused": round(rr[0], 3),
+            "rr_reranked": round(rr2[0], 3),
+        }
         print(json.dumps({**line, "seconds": round(seconds[-1], 1)}), flush=True)
         if hasattr(engine.retriever.vector_store, "close"):
             engine.retriever.vector_store.close()
         if getattr(engine.retriever, "children_store", None) is not None:
             engine.retriever.children_store.close()
     n = len(rows)
+    for book in args.book or ["pg215"]:
+        ids = [i for i, r in enumerate(rows) if r["book"] == book]
+        if ids:
+            b = statistics.mean(before[i] for i in ids)
+            a = statistics.mean(after[i] for i in ids)
+            print(f"{book}: {len(ids)} questions, MRR fused {b:.3f} -> reranked {a:.3f}")
     print(
         f"\n{n} questions, {args.candidates} candidates: MRR@{args.candidates} fused "
         f"{statistics.mean(before):.3f} -> reranked {statistics.mean(after):.3f}; "
