@@ -156,7 +156,8 @@ def test_dry_run_lists_the_books_and_the_time(mirror, tmp_path, capsys):
     ("args", "message"),
     [
         (["--bookshelf", "Adventure", "--catalog", "/nonexistent/pg.csv"], "no such catalog"),
-        (["--ids", "11,abc"], "--ids takes ebook numbers like 11,84,1342, got 'abc'"),
+        (["--ids", "11,abc"], "--ids takes ebook numbers like 11,84,1342 or ranges like 1-500"),
+        (["--ids", "900-200"], "--ids range '900-200' ends before it starts"),
         (["--limit", "0"], "--limit must be at least 1, got 0"),
     ],
 )
@@ -165,6 +166,26 @@ def test_bad_selection_flags_are_one_error_line(mirror, tmp_path, capsys, args, 
 
     code, _, err = run(tmp_path / "home", "ingest", str(mirror), "--dry-run", *args, capsys=capsys)
     assert code == 2 and message in error_line(err)
+
+
+def test_ids_take_numbers_and_ranges():
+    from litrag.ingestion.catalog import parse_ids
+
+    assert parse_ids("11, pg84,1000-1003,PG7-pg8") == [11, 84, 1000, 1001, 1002, 1003, 7, 8]
+    assert parse_ids(None) == [] and parse_ids(" , ") == []
+
+
+def test_a_range_of_ids_takes_a_slice_of_the_mirror(mirror, tmp_path, capsys):
+    """Several drivers can each ingest a slice of one mirror (docs/scale.md)."""
+    from test_integrity import run
+
+    code, out, err = run(
+        tmp_path / "home", "ingest", str(mirror), "--dry-run", "--ids", "100-1000", capsys=capsys
+    )
+    assert code == 0, err
+    books = [line.split()[0] for line in out.strip().splitlines()[1:-1]]
+    assert books == ["158", "215"], out
+    assert "selected 2; left out 2 by --ids" in err
 
 
 def test_catalog_filter_without_catalog_is_one_error_line(books_dir, tmp_path, capsys):

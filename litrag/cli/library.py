@@ -117,15 +117,10 @@ def _err(message: str) -> None:
 
 def _choose_books(args: argparse.Namespace, max_bytes: int) -> tuple[Any, Any] | None:
     """(scan, selection) when a catalog, a filter or a dry run asks for one, else None."""
-    from litrag.ingestion.catalog import BookFilter, Catalog, CatalogError, select
+    from litrag.ingestion.catalog import BookFilter, Catalog, CatalogError, parse_ids, select
     from litrag.ingestion.mirror import discover
 
-    ids: list[int] = []
-    for part in (args.ids or "").split(","):
-        if part.strip():
-            if not part.strip().removeprefix("pg").isdigit():
-                raise CatalogError(f"--ids takes ebook numbers like 11,84,1342, got {part!r}")
-            ids.append(int(part.strip().removeprefix("pg")))
+    ids = parse_ids(args.ids)
     if args.limit is not None and args.limit < 1:
         raise CatalogError(f"--limit must be at least 1, got {args.limit}")
     languages = [x.strip() for x in (args.language or "").split(",") if x.strip()]
@@ -494,7 +489,7 @@ def add_parsers(sub: Any) -> None:
     mir.add_argument("--bookshelf", help="catalog bookshelf containing this, e.g. Adventure")
     mir.add_argument("--subject", help="catalog subject containing this, e.g. 'Sea stories'")
     mir.add_argument("--author", help="catalog author containing this, e.g. Austen")
-    mir.add_argument("--ids", help="ebook numbers, e.g. 11,84,1342")
+    mir.add_argument("--ids", help="ebook numbers and ranges, e.g. 11,84,1342 or 1-20000")
     mir.add_argument("--limit", type=int, help="at most this many books (after the filters)")
     mir.add_argument(
         "--dry-run", action="store_true", help="list what would be ingested and how long"

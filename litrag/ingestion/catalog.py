@@ -38,6 +38,26 @@ class CatalogError(ValueError):
     """A catalog that cannot be read; the message names the file and what is wrong."""
 
 
+def parse_ids(text: str | None) -> list[int]:
+    """``--ids``: ebook numbers and inclusive ranges, "11,84,pg1342,20001-40000" (a range lets
+    several drivers each take a slice of a mirror)."""
+    ids: list[int] = []
+    for raw in (text or "").split(","):
+        part = raw.strip().lower()
+        if not part:
+            continue
+        lo, dash, hi = part.partition("-")
+        lo, hi = lo.strip().removeprefix("pg"), hi.strip().removeprefix("pg")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            raise CatalogError(
+                f"--ids takes ebook numbers like 11,84,1342 or ranges like 1-500, got {raw!r}"
+            )
+        if dash and int(hi) < int(lo):
+            raise CatalogError(f"--ids range {raw.strip()!r} ends before it starts")
+        ids.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
+    return ids
+
+
 @dataclass(frozen=True)
 class CatalogEntry:
     """One row of ``pg_catalog.csv``; list fields are its ``; ``-separated values."""
