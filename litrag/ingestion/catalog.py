@@ -313,9 +313,10 @@ def select(
 
 
 # Seconds per MB of book text for the whole ingest (load .. store, offline segmenter, packaged
-# MiniLM with sentence windows), measured on 2 cores: the six shared books, 3.07 MB, 348 s. Used
-# for the dry run until the library has figures of its own.
-DEFAULT_SECONDS_PER_MB = 113.0
+# MiniLM, paragraph children with sentence windows, character index), measured on 2 quiet cores:
+# the six shared books, 3.09 MB, 449.8 s (benchmarks/bench_ray_ingest.py, docs/ray-ingest.json).
+# Used for the dry run until the library has figures of its own.
+DEFAULT_SECONDS_PER_MB = 146.0
 
 
 def text_bytes(path: Path) -> int:
