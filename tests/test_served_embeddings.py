@@ -8,6 +8,7 @@ Skipped where ``litrag[quality]`` is not installed (the model comes from its sli
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Iterator
@@ -139,3 +140,30 @@ def test_choosing_the_model_says_what_is_wrong(reply, expected) -> None:
         assert choose_model(url, "named", None, 5.0) == "named"  # a named model is not looked up
     finally:
         httpd.shutdown()
+
+
+def test_litrag_ingest_then_ask_through_the_served_embedder(
+    server, books_dir, tmp_path, monkeypatch, capsys
+) -> None:
+    """As a user runs it: ``LITRAG_EMBED_URL=... litrag ingest``, then ``litrag ask``; the
+    library names the served model, and asking it with the in-process MiniLM is refused."""
+    from mirror_tree import excerpt
+    from test_integrity import error_line, run
+
+    book = tmp_path / "wild.txt"  # the header and chapter I up to Manuel's bargain
+    book.write_text(excerpt(books_dir / "pg215_call_of_the_wild.txt", 150), encoding="utf-8")
+    home = tmp_path / "home"
+    monkeypatch.setenv("LITRAG_EMBED_URL", server.api_base)
+    code, _, err = run(home, "ingest", "-q", str(book), capsys=capsys)
+    assert code == 0, err
+    record = json.loads((home / "books.json").read_text())["pg215"]
+    assert record["status"] == "complete" and "nomic-embed-text-v1.5" in record["embedder"]
+    question = "Why did Manuel need money?"
+    code, out, err = run(home, "ask", question, "--no-llm", "--json", capsys=capsys)
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["sources"] and {s["book_id"] for s in answer["sources"]} == {"pg215"}
+    assert "lottery" in answer["sources"][0]["text"]  # Manuel's besetting sin
+    monkeypatch.delenv("LITRAG_EMBED_URL")
+    code, _, err = run(home, "ask", question, "--no-llm", capsys=capsys)
+    assert code != 0 and "reembed" in error_line(err)
