@@ -158,6 +158,7 @@ def test_dry_run_lists_the_books_and_the_time(mirror, tmp_path, capsys):
         (["--bookshelf", "Adventure", "--catalog", "/nonexistent/pg.csv"], "no such catalog"),
         (["--ids", "11,abc"], "--ids takes ebook numbers like 11,84,1342 or ranges like 1-500"),
         (["--ids", "900-200"], "--ids range '900-200' ends before it starts"),
+        (["--ids", "1-99999999"], "--ids range '1-99999999' spans over 1,000,000 numbers"),
         (["--limit", "0"], "--limit must be at least 1, got 0"),
     ],
 )

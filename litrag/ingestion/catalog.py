@@ -38,6 +38,9 @@ class CatalogError(ValueError):
     """A catalog that cannot be read; the message names the file and what is wrong."""
 
 
+MAX_ID_RANGE = 1_000_000
+
+
 def parse_ids(text: str | None) -> list[int]:
     """``--ids``: ebook numbers and inclusive ranges, "11,84,pg1342,20001-40000" (a range lets
     several drivers each take a slice of a mirror)."""
@@ -54,6 +57,8 @@ def parse_ids(text: str | None) -> list[int]:
             )
         if dash and int(hi) < int(lo):
             raise CatalogError(f"--ids range {raw.strip()!r} ends before it starts")
+        if dash and int(hi) - int(lo) >= MAX_ID_RANGE:  # Gutenberg's numbers stay below 100,000
+            raise CatalogError(f"--ids range {raw.strip()!r} spans over {MAX_ID_RANGE:,} numbers")
         ids.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
     return ids
 
