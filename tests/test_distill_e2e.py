@@ -174,7 +174,8 @@ def test_annotate_sft_grpo_merge_and_segment(llama_server, books_dir, tmp_path) 
         1800,
         ResponseCache(judge_cache / "judge_replies.sqlite"),
     )
-    judge = NarrativeJudge(caller, max_retries=1, num_workers=2)
+    # one real call: the retry path is test_distill_rewards.py's (scripted replies)
+    judge = NarrativeJudge(caller, max_retries=0, num_workers=2)
     reward = narrative_reward_function(judge)
     first = records[0]
     t0 = time.perf_counter()
