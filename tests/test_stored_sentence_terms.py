@@ -196,19 +196,7 @@ def test_children_rank_exactly_as_from_the_text(stores, questions, mode, weight,
 
 def _children_results(store, questions, mode, weight, flt, embed) -> list:
     return [
-        store.query(
-            VectorStoreQuery(
-                query_str=q,
-                query_embedding=embed.get_query_embedding(q),
-                similarity_top_k=20,
-                sparse_top_k=20,
-                hybrid_top_k=40,
-                alpha=0.3,
-                mode=mode,
-                filters=flt,
-            ),
-            sparse_window_weight=weight,
-        )
+        store.query(_child_query(q, embed, mode, flt), sparse_window_weight=weight)
         for q in questions
     ]
 
