@@ -10,7 +10,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from litrag.settings import Settings, SettingsError, answer_style, focus_words, llm_backend
+from litrag.settings import (
+    Settings,
+    SettingsError,
+    answer_style,
+    focus_words,
+    llm_backend,
+    read_words,
+)
 
 if TYPE_CHECKING:
     from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -547,6 +554,7 @@ def build_query_engine(
         focus=PassageFocus(embed_model, max_words=words) if words else None,
         llm_health=llm_health,
         answer_style=answer_style(s),  # type: ignore[arg-type]
+        read_words=read_words(s),
     )
 
 

@@ -31,8 +31,9 @@ from litrag.query.answer import (
     estimate_tokens,
     fit_to_context,
     format_chunk,
+    within_words,
 )
-from litrag.query.focus import GAP
+from litrag.query.focus import GAP, PassageFocus
 from litrag.query.retriever import RetrievalSettings
 from litrag.settings import Settings
 
@@ -52,13 +53,15 @@ def embed(home):
 @pytest.fixture
 def engine_for(home, embed) -> Iterator:
     """``engine_for(book_ids, llm=None, upto=None)``, all on one store that is closed after the
-    test (one opener per embedded store), so ``litrag ask`` subprocesses can open it."""
+    test (one opener per embedded store), so ``litrag ask`` subprocesses can open it. The test
+    LLMs read every block (``read_words=0``, a server's default); ``read_words=None`` keeps the
+    packaged model's budget."""
     opened: list = []
 
-    def make(book_ids, llm=None, upto=None, top_k=None) -> BookQueryEngine:
+    def make(book_ids, llm=None, upto=None, top_k=None, read_words=0) -> BookQueryEngine:
         retrieval = RetrievalSettings.from_preset("embedded", top_k=top_k)
         e = build_query_engine(
-            Settings(home=home),
+            Settings(home=home, read_words=read_words),
             book_ids,
             upto_chapter=upto,
             llm=llm,
@@ -148,11 +151,37 @@ def test_story_order_sends_the_same_blocks_in_reading_order(engine_for):
         BookQueryEngine(engine.retriever, passage_order="random")  # type: ignore[arg-type]
 
 
-def test_focused_prompt_reads_excerpts_and_cites_whole_blocks(engine_for, home):
+def test_the_local_model_reads_its_best_blocks_whole_within_a_word_budget(engine_for):
+    question = "Who sold Buck to the stranger at the flag station?"
+    llm = ScriptedLLM(["Manuel."])
+    engine = engine_for(WILD, llm=llm, read_words=None)
+    assert engine.focus is None and engine.read_words == 650  # the packaged model's default
+    engine.streaming = False
+    nodes = engine.retriever.retrieve(question)
+    chunks = [c for _, c in fit_to_context(nodes, 10**6)]
+    lengths = [len(c.split()) for c in chunks]
+    n = 1
+    while n < len(chunks) and sum(lengths[: n + 1]) <= 650:
+        n += 1
+    answer = AnswerStream.from_response(engine.query(question)).answer()
+    prompt = llm.requests[0][-1].content
+    # the first n blocks, whole and in rank order, are what the model read and what is cited
+    assert [s.node_id for s in answer.sources] == [x.node.node_id for x in nodes[:n]]
+    assert all(c in prompt for c in chunks[:n]) and not any(c in prompt for c in chunks[n:])
+    assert all(s.excerpt is None for s in answer.sources) and "up to 650 words" in answer.retrieval
+    # the first block is read even when it alone is over the budget; 0 reads all it is given
+    fitted = fit_to_context(nodes, 10**6)
+    assert [x for x, _ in within_words(fitted, 5)] == nodes[:1]
+    assert within_words(fitted, 0) == fitted
+    assert len(within_words(fitted, sum(lengths))) == len(fitted)
+    assert len(within_words(fitted, sum(lengths) - 1)) == len(fitted) - 1
+
+
+def test_focused_prompt_reads_excerpts_and_cites_whole_blocks(engine_for, embed):
     question = "Who sold Buck to the stranger at the flag station?"
     llm = ScriptedLLM(["Manuel.", "Manuel."])
     engine = engine_for(WILD, llm=llm)
-    assert engine.focus is not None  # the packaged local model's default
+    engine.focus = PassageFocus(embed, max_words=110)  # LITRAG_FOCUS_WORDS=110
     engine.streaming = False
     answer = AnswerStream.from_response(engine.query(question)).answer()
     assert "question-focused excerpts" in answer.retrieval

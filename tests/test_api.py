@@ -63,7 +63,7 @@ def api(books_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
     """The shelf (copied: this module's service holds its store) behind the API, no LLM."""
     home = tmp_path_factory.mktemp("api") / "home"
     shutil.copytree(ingested_shelf(books_dir, tmp_path_factory), home)
-    service = ChatService(Settings(home=home))
+    service = ChatService(Settings(home=home, read_words=0))  # test servers read every block
     try:
         with serving(create_app(service)) as url:
             yield SimpleNamespace(url=url, service=service, home=home)

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from litrag.settings import DEFAULT_FOCUS_WORDS, Settings, SettingsError, focus_words, home
+from litrag.settings import (
+    DEFAULT_READ_WORDS,
+    Settings,
+    SettingsError,
+    focus_words,
+    home,
+    read_words,
+)
 
 
 def test_home_follows_litrag_home(monkeypatch, tmp_path):
@@ -20,19 +27,26 @@ def test_home_follows_litrag_home(monkeypatch, tmp_path):
     assert home() == Path.home() / ".litrag"
 
 
-def test_focus_defaults_follow_the_llm():
-    assert focus_words(Settings(llm_url=None)) == DEFAULT_FOCUS_WORDS
+def test_reading_defaults_follow_the_llm():
+    # the local model reads the best blocks whole, within a word budget; a server all it is given
+    assert (focus_words(Settings(llm_url=None)), read_words(Settings(llm_url=None))) == (
+        0,
+        DEFAULT_READ_WORDS,
+    )
+    assert read_words(Settings(llm_url="http://gpu:8000/v1")) == 0
+    assert read_words(Settings(llm_url="http://gpu:8000/v1", llm_backend="local")) > 0
+    assert read_words(Settings(llm_url=None, read_words=0)) == 0
     assert focus_words(Settings(llm_url="http://gpu:8000/v1")) == 0
     assert focus_words(Settings(llm_url="http://gpu:8000/v1", focus_words=80)) == 80
-    assert focus_words(Settings(llm_url=None, focus_words=0)) == 0
 
 
 def test_numbers_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("LITRAG_FOCUS_WORDS", " 80 ")
+    monkeypatch.setenv("LITRAG_READ_WORDS", "700")
     monkeypatch.setenv("LITRAG_LLM_TIMEOUT", "30.5")
     monkeypatch.setenv("LITRAG_LLM_CONTEXT", "")
     s = Settings()
-    assert (s.focus_words, s.llm_timeout, s.llm_context) == (80, 30.5, 4096)
+    assert (s.focus_words, s.read_words, s.llm_timeout, s.llm_context) == (80, 700, 30.5, 4096)
     monkeypatch.setenv("LITRAG_FOCUS_WORDS", "many")
     with pytest.raises(SettingsError, match="LITRAG_FOCUS_WORDS must be a whole number"):
         Settings()

@@ -278,7 +278,12 @@ def add_parsers(sub: Any) -> None:
     )
     ask.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     ask.add_argument("--retrieval", choices=["embedded", "paper"], help="retrieval preset")
-    ask.add_argument("--top-k", type=int, help="blocks given to the LLM (default 5)")
+    ask.add_argument(
+        "--top-k",
+        type=int,
+        help="blocks retrieved for the LLM (default 5; the packaged local model reads the best "
+        "of them whole, up to $LITRAG_READ_WORDS words, default 650)",
+    )
     ask.add_argument(
         "--timeout", type=float, help="seconds the LLM may stay silent (default 120; local 900)"
     )

@@ -155,7 +155,7 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     from litrag.models.llama_server import LocalModelError
     from litrag.query.edge_store import StoreLockedError
     from litrag.query.retriever import RetrievalSettings, UnknownBookError
-    from litrag.settings import focus_words, llm_backend
+    from litrag.settings import focus_words, llm_backend, read_words
 
     check_at_least(args, top_k=1, limit=1, answer_tokens=1, judge_retries=0)
     _check_bertscore(args.bertscore, settings.bertscore_model())
@@ -184,6 +184,7 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
             retrieval.top_k = args.top_k
         order = args.passage_order or s.passage_order
         words = focus_words(s) if args.focus_words is None else max(args.focus_words, 0)
+        read = read_words(s) if args.read_words is None else max(args.read_words, 0)
         generator = Generator(
             answer_tokens=args.answer_tokens, passage_order=order, focus_words=words
         )
@@ -192,7 +193,7 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
                 say(f"starting the local LLM ({s.local_llm}) ...")
             answer_llm = build_answer_llm(s, max_tokens=args.answer_tokens)
             generator = Generator(
-                answer_llm.llm, answer_llm.description, args.answer_tokens, order, words
+                answer_llm.llm, answer_llm.description, args.answer_tokens, order, words, read
             )
         judge, judge_closer = build_judge(
             s,
@@ -507,7 +508,12 @@ def add_parsers(sub: Any) -> None:
     )
     ea.add_argument("--no-llm", action="store_true", help="extractive answers (the baseline)")
     ea.add_argument("--retrieval", choices=["embedded", "paper"], help="retrieval preset")
-    ea.add_argument("--top-k", type=int, help="blocks given to the LLM (default 5)")
+    ea.add_argument(
+        "--top-k",
+        type=int,
+        help="blocks retrieved for the LLM (default 5; the packaged local model reads the best "
+        "of them whole, up to $LITRAG_READ_WORDS words, default 650)",
+    )
     ea.add_argument("--answer-tokens", type=int, default=256, help="answer length cap")
     ea.add_argument(
         "--passage-order",
@@ -521,7 +527,15 @@ def add_parsers(sub: Any) -> None:
         type=int,
         default=None,
         help="words of each passage the LLM reads (0: whole passages; default as `litrag ask`: "
-        "$LITRAG_FOCUS_WORDS, else 110 for the local model, whole for a server)",
+        "$LITRAG_FOCUS_WORDS, else whole)",
+    )
+    ea.add_argument(
+        "--read-words",
+        type=int,
+        default=None,
+        help="words the LLM reads in all: the best passages whole while they fit, the first "
+        "always (0: all --top-k; default as `litrag ask`: $LITRAG_READ_WORDS, else 650 for the "
+        "local model, all for a server)",
     )
     ea.add_argument("--judge", choices=["local"], help="judge with the packaged local LLM")
     ea.add_argument("--judge-url", help="judge LLM: an OpenAI-compatible endpoint")

@@ -153,6 +153,7 @@ class Generator:
     answer_tokens: int = 256
     passage_order: str = "score"
     focus_words: int = 0  # words of each passage the LLM reads; 0: whole passages
+    read_words: int = 0  # words of the best blocks read whole (within_words); 0: all given
 
 
 def prompt_fingerprint(engine: Any) -> str:
@@ -169,6 +170,8 @@ def prompt_fingerprint(engine: Any) -> str:
     focus = getattr(engine, "focus", None)
     if focus is not None:  # the LLM reads excerpts: another prompt
         texts.append(focus.describe())
+    if read := getattr(engine, "read_words", 0):  # fewer blocks read: another prompt
+        texts.append(f"the best blocks whole, up to {read} words")
     return hashlib.sha256("\n\x00".join(texts).encode()).hexdigest()[:16]
 
 
@@ -264,6 +267,7 @@ def _engine(
             answered_by=gen.identity,
             passage_order=gen.passage_order,  # type: ignore[arg-type]
             focus=_focus(gen, index.embed_model),
+            read_words=gen.read_words if gen.llm is not None else 0,
         )
     from litrag.builders import build_query_engine
 
@@ -280,6 +284,7 @@ def _engine(
     engine.answer_tokens = gen.answer_tokens
     engine.passage_order = gen.passage_order
     engine.focus = _focus(gen, engine.retriever.embed_model)
+    engine.read_words = gen.read_words if gen.llm is not None else 0
     return engine
 
 
@@ -436,6 +441,7 @@ def evaluate_answers(
         "answer_tokens": gen.answer_tokens,
         "passage_order": gen.passage_order,
         "focus_words": gen.focus_words,
+        "read_words": gen.read_words,
         "judge": judge.identity if judge is not None else None,
         "judge_retries": judge.max_retries if judge is not None else None,
     }

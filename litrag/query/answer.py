@@ -90,6 +90,7 @@ __all__ = [
     "in_story_order",
     "passage",
     "quoted_title",
+    "within_words",
 ]
 
 logger = logging.getLogger(__name__)
@@ -190,6 +191,24 @@ def fit_to_context(
             keep = max(int((budget_tokens - 2) * CHARS_PER_TOKEN), 200)
             chunk = format_chunk(nws, None if texts is None else texts[i], max_chars=keep)
             cost = budget_tokens
+        out.append((nws, chunk))
+        used += cost
+    return out
+
+
+def within_words(
+    fitted: Sequence[tuple[NodeWithScore, str]], words: int
+) -> list[tuple[NodeWithScore, str]]:
+    """The leading blocks of ``fitted`` (best first) whose chunks hold ``words`` words in all;
+    the first always. 0: all of them. The sources are exactly what the LLM read."""
+    if words <= 0:
+        return list(fitted)
+    out: list[tuple[NodeWithScore, str]] = []
+    used = 0
+    for nws, chunk in fitted:
+        cost = len(chunk.split())
+        if out and used + cost > words:
+            break
         out.append((nws, chunk))
         used += cost
     return out
@@ -311,13 +330,15 @@ class BookQueryEngine(BaseQueryEngine):
         callback_manager: CallbackManager | None = None,
         answer_style: AnswerStyle = "single",
         check_names: bool = True,
+        read_words: int = 0,
     ) -> None:
         """``llm_health`` explains a failed LLM call in the user's terms when it can (the local
         llama.cpp server crashed, and why); its line replaces the HTTP client's.
         ``answer_style``: ``single`` (one call, the paper's prompt) or ``quote`` (the model names
         the sentences that answer, then answers from them: ``litrag.query.quote``).
         ``check_names``: names of the question and of the draft read against the book
-        (``litrag.query.name_check``)."""
+        (``litrag.query.name_check``). ``read_words``: the LLM reads the best blocks whole while
+        they hold this many words in all, the first always (``within_words``; 0: all given)."""
         super().__init__(callback_manager=callback_manager)
         if passage_order not in get_args(PassageOrder):
             raise ValueError(f"passage_order is 'score' or 'story', not {passage_order!r}")
@@ -334,6 +355,7 @@ class BookQueryEngine(BaseQueryEngine):
         self.answered_by = answered_by or llm_name(llm)
         self.llm_health = llm_health
         self.check_names = check_names
+        self.read_words = read_words
 
     # PromptMixin: lets `engine.update_prompts({"qa_prompt": ...})` swap the prompt.
     def _get_prompts(self) -> PromptDictType:
@@ -355,9 +377,12 @@ class BookQueryEngine(BaseQueryEngine):
 
     def describe(self) -> str:
         """How passages are found and what of them the LLM reads."""
-        if self.focus is None or self.llm is None:
-            return self.retriever.describe()
-        return f"{self.retriever.describe()}; {self.focus.describe()}"
+        parts = [self.retriever.describe()]
+        if self.focus is not None and self.llm is not None:
+            parts.append(self.focus.describe())
+        if self.read_words and self.llm is not None:
+            parts.append(f"the best blocks whole, up to {self.read_words} words")
+        return "; ".join(parts)
 
     def messages(self, question: str, chunks: Sequence[str]) -> list[ChatMessage]:
         """The chat sent to the LLM for ``question`` and these formatted chunks."""
@@ -421,6 +446,7 @@ class BookQueryEngine(BaseQueryEngine):
             pairs = zip(nodes, cut, strict=True)
             excerpts = {n.node.node_id: e.text for n, e in pairs if not e.is_whole}
         fitted = fit_to_context(nodes, self._budget(), texts)  # the best blocks that fit
+        fitted = within_words(fitted, self.read_words)
         if self.passage_order == "story":
             fitted = in_story_order(fitted)
         used = [n for n, _ in fitted]
