@@ -404,10 +404,7 @@ class Settings(BaseModel):
         description="Words of each passage the LLM reads (0: whole); None: see focus_words().",
     )
     read_words: int | None = Field(
-        default=None,
-        ge=0,
-        description="Words of the retrieved blocks the LLM reads, best first, whole blocks while "
-        "they fit, the first always (0: every block given); None: see read_words().",
+        default=None, ge=0, description="Words the LLM reads (0: all); None: see read_words()."
     )
     local_llm: Literal["qwen2.5-1.5b", "qwen2.5-coder-1.5b", "qwen", "smollm2"] = Field(
         default="qwen2.5-1.5b", description="The packaged model started without a URL."
@@ -599,30 +596,19 @@ def _explain(exc: ValidationError, given: dict[str, Any], names: dict[str, str])
     return f"{name} {why}, got {shown!r}"
 
 
-DEFAULT_FOCUS_WORDS = 110  # the excerpt length when LITRAG_FOCUS_WORDS asks for excerpts
 DEFAULT_READ_WORDS = 650
 
 
 def focus_words(s: Settings) -> int:
-    """Words per passage the answering LLM reads; 0 means whole passages (the default).
-
-    Question-focused excerpts (``LITRAG_FOCUS_WORDS=110``) were the packaged local model's
-    default until they were measured to cut the answer out of blocks that held it (in a third
-    to a half of those questions); it reads whole blocks within ``read_words`` instead.
-    """
+    """Words per passage the answering LLM reads; 0 (the default) means whole passages."""
     return s.focus_words if s.focus_words is not None else 0
 
 
 def read_words(s: Settings) -> int:
-    """Words of the retrieved blocks the answering LLM reads, best first, whole blocks while
-    they fit (the first always); 0: every block given.
-
-    Default: 650 for the packaged local model (a 1.5B model on two cores: the prompt is what
-    the seconds before the first word pay for), about two whole blocks: as many words as five
-    blocks cut to 110-word excerpts, and the answer is in them more often (chosen on one half
-    of the books, ``benchmarks/prompt_recall.py``; docs/results.md, "What the local model
-    reads"). A configured server reads every block it is given.
-    """
+    """Words the answering LLM reads: the best blocks whole while they fit, the first always;
+    0: every block given. Default 650 for the packaged local model (about two blocks, as many
+    words as five 110-word excerpts, which cut out the answer more often: docs/results.md,
+    "What the local model reads"); a configured server reads every block."""
     if s.read_words is not None:
         return s.read_words
     return DEFAULT_READ_WORDS if llm_backend(s) == "local" else 0

@@ -68,6 +68,19 @@ def test_the_graph_is_converted_once(tmp_path):
     assert model.encode([]).shape[0] == 0
 
 
+def test_converting_sends_no_telemetry(tmp_path, monkeypatch):
+    """OpenVINO's converter would report to Google Analytics (no consent file counts as yes):
+    the conversion goes through its no-op stub, so nothing is ever sent."""
+    ga4 = pytest.importorskip("openvino_telemetry.backend.backend_ga4")
+    sent: list[tuple] = []
+    monkeypatch.delenv("CI", raising=False)  # CI alone would turn it off: test the default
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no consent file: the sending default
+    (tmp_path / "home").mkdir()
+    monkeypatch.setattr(ga4.GA4Backend, "send", lambda self, *a, **k: sent.append(a))
+    xml = openvino_model.converted_model(minilm_path(), tmp_path / "cache")
+    assert xml.is_file() and sent == []
+
+
 def cls_pooled_copy(tmp_path: Path) -> Path:
     """The packaged model's files with CLS pooling instead of mean pooling."""
     dest = tmp_path / "cls-model"

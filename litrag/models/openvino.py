@@ -75,6 +75,25 @@ def _fingerprint(root: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def without_telemetry() -> None:
+    """Make OpenVINO's converter use its own no-op telemetry stub.
+
+    With ``openvino_telemetry`` installed, ``convert_model`` reports usage to Google Analytics
+    unless the user opted out (no consent file counts as yes, outside CI): network at run time,
+    from a process forked off a thread, which was seen to hang in ``getaddrinfo`` after the
+    command had finished, holding its stdout and the embedded store's lock. The converter falls
+    back to the stub when the telemetry package is missing; this points it there.
+    """
+    import importlib
+
+    from openvino.tools.ovc import telemetry_stub
+
+    for name in ("convert_impl", "main", "telemetry_utils", "utils"):
+        module = importlib.import_module(f"openvino.tools.ovc.{name}")
+        if hasattr(module, "tm"):
+            module.tm = telemetry_stub
+
+
 def default_cache_dir() -> Path:
     from litrag.settings import home
 
@@ -105,6 +124,7 @@ def converted_model(model_path: str | Path, cache_dir: str | Path | None = None)
         # the tracer notes that mask-shape checks become constants: right for an encoder, whose
         # mask always spans the whole (padded) batch
         warnings.simplefilter("ignore")
+        without_telemetry()
         graph = openvino.convert_model(model, example_input=example)
     cache.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=cache))
