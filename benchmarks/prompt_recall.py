@@ -28,13 +28,10 @@ import re
 import statistics
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-DATA = HERE.parents[1] / "shared" / "data"
-SPAN_SETS = [DATA / "gutenqa" / "questions.jsonl", HERE / "questions" / "blind_frozen.jsonl"]
-KEYED_SETS = [
-    HERE / "questions" / "reader_questions.jsonl",
-    HERE / "questions" / "call_of_the_wild_keyed.jsonl",
-]
+from question_sets import DATA, QUESTIONS, by_half
+
+SPAN_SETS = [DATA / "gutenqa" / "questions.jsonl", QUESTIONS / "blind_frozen.jsonl"]
+KEYED_SETS = [QUESTIONS / "reader_questions.jsonl", QUESTIONS / "call_of_the_wild_keyed.jsonl"]
 
 
 def _questions(path: Path, book: str) -> list[dict]:
@@ -174,11 +171,7 @@ def main() -> int:
     if args.out:
         args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     half_a = set(args.half_a.split(","))
-    groups: dict[str, list[dict]] = {}
-    for r in rows:
-        half = "A" if r["book"] in half_a else "B"
-        for g in (r["set"], f"{r['set']} {half}"):
-            groups.setdefault(g, []).append(r)
+    groups = by_half(rows, half_a)
     variants = ("blocks", *VARIANTS)
     print("| set | n | " + " | ".join(f"{v} any / all" for v in variants) + " | words read |")
     print("|---|---:|" + "---:|" * (len(variants) + 1))

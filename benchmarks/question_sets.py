@@ -17,3 +17,14 @@ SETS = {
     "frozen": QUESTIONS / "dev_frozen.jsonl",
     "blind": QUESTIONS / "blind_frozen.jsonl",
 }
+
+
+def by_half(rows: list[dict], half_a: set[str]) -> dict[str, list[dict]]:
+    """Rows (each with ``set`` and ``book``) grouped by set, and by set and book half: "public",
+    "public A", "public B" (half A: the books in ``half_a``)."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        half = "A" if r["book"] in half_a else "B"
+        for g in (r["set"], f"{r['set']} {half}"):
+            groups.setdefault(g, []).append(r)
+    return groups

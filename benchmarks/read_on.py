@@ -27,6 +27,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from question_sets import by_half
+
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parents[1] / "shared" / "data"
 SETS = [DATA / "gutenqa" / "questions.jsonl", HERE / "questions" / "blind_frozen.jsonl"]
@@ -140,11 +142,7 @@ def main() -> int:
     args = ap.parse_args()
     rows = collect(args.home.expanduser().resolve(), args.book, args.questions or SETS)
     half_a = set(args.half_a.split(","))
-    groups: dict[str, list[dict]] = {}
-    for r in rows:
-        half = "A" if r["book"] in half_a else "B"
-        for g in (r["set"], f"{r['set']} {half}"):
-            groups.setdefault(g, []).append(r)
+    groups = by_half(rows, half_a)
     names = sorted(groups)
     variants: dict[str, Callable[[dict], list[str]]] = {
         "default": lambda r: [k for k, _ in r["ranked"]]
