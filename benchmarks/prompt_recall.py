@@ -79,26 +79,6 @@ def _gold_test(q: dict):
     return None
 
 
-class _Cached:
-    """The embedder's two calls the focus makes, cached by text (variants share windows)."""
-
-    def __init__(self, model) -> None:
-        self.model = model
-        self.seen: dict[str, list[float]] = {}
-
-    def get_query_embedding(self, text: str) -> list[float]:
-        key = "q:" + text
-        if key not in self.seen:
-            self.seen[key] = self.model.get_query_embedding(text)
-        return self.seen[key]
-
-    def get_text_embedding_batch(self, texts: list[str]) -> list[list[float]]:
-        todo = [t for t in dict.fromkeys(texts) if t not in self.seen]
-        if todo:
-            self.seen.update(zip(todo, self.model.get_text_embedding_batch(todo), strict=True))
-        return [self.seen[t] for t in texts]
-
-
 # name: (words of each block kept by the focus, 0: whole; words read in all, 0: every block)
 VARIANTS = {
     "excerpts of 110 (before)": (110, 0),
@@ -121,9 +101,8 @@ def collect(home: Path, books: list[str], sets: list[Path]) -> list[dict]:
     for book in books:
         engine = build_query_engine(s, book)
         r = engine.retriever
-        cached = _Cached(r.embed_model)
         focuses = {
-            name: (PassageFocus(cached, max_words=w) if w else None, read)
+            name: (PassageFocus(r.embed_model, max_words=w) if w else None, read)
             for name, (w, read) in VARIANTS.items()
         }
         budget = 10**6  # the local model's 4k context holds all 5 blocks: only words cut
