@@ -149,3 +149,16 @@ def test_a_draft_naming_someone_no_source_names_is_withdrawn(wild, streaming):
     assert streamed == (draft if streaming else answer.text)  # the reader saw the draft go
     assert answer.draft == draft and answer.withheld == ["Mycroft", "Holmes"]
     assert "do not say" in answer.text and "Mycroft" in answer.text and answer.sources
+
+
+def test_the_chapter_a_source_is_headed_with_is_no_invented_name(wild):
+    """The model reads each passage under its chapter's heading; saying that chapter is not
+    inventing a name, another chapter's number still is."""
+    question = "How did Curly die?"
+    draft = "The huskies killed Curly in Chapter II."
+    answer = wild(ScriptedLLM([draft]), upto=2, streaming=False).ask(question).answer()
+    assert answer.sources and 2 in {s.chapter_index for s in answer.sources}
+    assert answer.text == draft and not answer.withheld
+    other = "The huskies killed Curly in Chapter XII."
+    dropped = wild(ScriptedLLM([other]), upto=2, streaming=False).ask(question).answer()
+    assert dropped.withheld == ["XII"]

@@ -26,6 +26,7 @@ from litrag.narrative.assets import AssetExtractor
 from litrag.narrative.build import build_assets
 from litrag.narrative.engine import NOTES_LABEL, OPENINGS_LABEL, NarrativeQueryEngine
 from litrag.narrative.index import CHARACTERS_KEY, load_index
+from litrag.narrative.naming import GAP
 from litrag.narrative.tools import NO_ASSETS, TOOL_NAMES, NarrativeTools, ToolOutput
 from litrag.query.answer import AnswerStream, BookQueryEngine
 from litrag.query.retriever import BookRetriever, RetrievalSettings
@@ -364,6 +365,37 @@ def test_without_assets_an_llm_reads_the_steered_passages_with_the_plain_prompt(
     assert 2 in {s.chapter_index for s in answer.sources}
     assert user.content.count("<passage from=") >= 1
     assert any("Spitz" in s.text for s in answer.sources)
+
+
+def test_within_a_reading_budget_the_llm_reads_what_each_block_says_of_the_character(wild):
+    """The packaged model reads 650 words: of each steered block, the sentences naming Spitz
+    (each with the one after it), so blocks past his introduction fit beside it; a server, which
+    reads everything, gets the blocks whole."""
+    prompts = {}
+    for words in (650, 0):
+        llm = ScriptedLLM(["Spitz is the lead dog."])
+        engine = engine_at(wild, 3, llm, with_assets=False)
+        engine.streaming = False
+        engine.book.read_words = words
+        answer = engine.ask("Who is Spitz?").answer()
+        assert answer.route["tool"] == "character_passages" and answer.mode == "llm"
+        _system, user = llm.requests[0]
+        bodies = re.findall(r"<passage from=\"[^\"]*\">\n(.*?)\n</passage>", user.content, re.S)
+        assert len(bodies) == len(answer.sources) >= 1
+        prompts[words] = (answer, bodies)
+    cut, cut_bodies = prompts[650]
+    whole, whole_bodies = prompts[0]
+    steered = engine.tools.character_passages("Spitz", "Who is Spitz?")
+    order = [n.node.node_id for n in steered.ranked]
+    assert [s.node_id for s in cut.sources] == order[: len(cut.sources)]  # best first, no gap
+    assert sum(len(b.split()) for b in cut_bodies) <= 650 + 130  # the budget, the last may go over
+    for s, body in zip(cut.sources, cut_bodies, strict=True):
+        assert re.search(r"\bSpitz\b", body)
+        if s.excerpt is not None:  # what the model read is recorded as the source's excerpt
+            assert GAP in body and s.excerpt.split() == body.split()
+    assert sum(s.excerpt is not None for s in cut.sources) >= 3
+    assert len(cut.sources) > 2 and {2, 3} <= {s.chapter_index for s in cut.sources}
+    assert all(s.excerpt is None for s in whole.sources) and GAP not in "".join(whole_bodies)
 
 
 def test_without_assets_a_story_or_a_pair_is_book_text_too(wild):

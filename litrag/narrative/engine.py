@@ -28,7 +28,6 @@ returns the same ``Answer`` / ``AnswerStream``, so the CLI and the UI print it t
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,6 +40,7 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from litrag.narrative.characters import CharacterIndex
+from litrag.narrative.naming import naming_excerpt, naming_pattern
 from litrag.narrative.router import Route, fold, route
 from litrag.narrative.tools import NarrativeTools, ToolOutput, spread, story_key
 from litrag.query.answer import (
@@ -58,6 +58,7 @@ from litrag.query.answer import (
     format_chunk,
     llm_name,
 )
+from litrag.query.answer_types import passage
 from litrag.segment.quoting import DATA_RULE, quoted, quoted_title
 from litrag.segment.sentences import split_sentences
 from litrag.segment.sync import run_sync
@@ -293,11 +294,15 @@ class NarrativeQueryEngine(BaseQueryEngine):
             route=chosen.as_dict(),
         )
         meta = {RUN_KEY: run}
-        if self.llm is not None:
-            return self.book.llm_answer(question, list(out.ranked), run, meta)
         names = self._names(out)
-        pattern = "|".join(r"\s+".join(map(re.escape, n.split())) for n in names)
-        named = re.compile(rf"(?<![\w-])(?:{pattern})(?![\w-])") if names else None
+        named = naming_pattern(names)
+        if self.llm is not None:
+            ranked = list(out.ranked)
+            cut = None
+            if self.book.read_words and named is not None:  # a server reads the blocks whole
+                cut = [naming_excerpt(passage(n), named) for n in ranked]
+                cut = [None if e == passage(n) else e for n, e in zip(ranked, cut, strict=True)]
+            return self.book.llm_answer(question, ranked, run, meta, cut)
         story = bool(out.args.get("story"))
         evidence, used = extractive_passages(
             f"{question} {' '.join(names)}",

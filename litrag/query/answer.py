@@ -433,14 +433,21 @@ class BookQueryEngine(BaseQueryEngine):
         nodes: list[NodeWithScore],
         run: AnswerRun,
         meta: dict[str, Any],
+        excerpts_of: Sequence[str | None] | None = None,
     ) -> RESPONSE_TYPE:
         """The LLM's answer from ``nodes`` (best first): prompt, focus, context fit, passage
-        order; also the routed engine's, for passages it found (steered by the character index)."""
+        order; also the routed engine's, for passages it found (steered by the character index).
+        ``excerpts_of``: what the LLM reads of each node instead of the focus step's excerpt
+        (None for a node: the block whole)."""
         if stopped := self._stopped(question, nodes, run, meta):
             return stopped
         texts: list[str] | None = None
         excerpts: dict[str, str] = {}  # node id -> excerpt, for the blocks that were cut
-        if self.focus is not None:
+        if excerpts_of is not None:
+            pairs = list(zip(nodes, excerpts_of, strict=True))
+            texts = [passage(n) if e is None else e for n, e in pairs]
+            excerpts = {n.node.node_id: e for n, e in pairs if e is not None}
+        elif self.focus is not None:
             cut = self.focus(question, [passage(n) for n in nodes])
             texts = [e.text for e in cut]
             pairs = zip(nodes, cut, strict=True)

@@ -282,7 +282,9 @@ def withdraw_unsupported(
     # The book's author is no invented name: "Spitz is a dog in The Call of the Wild by Jack
     # London" holds nothing the passages lack (their metadata names him, as the title).
     authors = {str(n.node.metadata.get("author") or "") for n in used} - {"", "Unknown"}
-    known = " ".join([title, *sorted(authors)])
+    # Nor is the chapter its passage is headed with ("Spitz fights Buck in Chapter III").
+    chapters = {str(n.node.metadata.get("chapter_title") or "") for n in used} - {""}
+    known = " ".join([title, *sorted(authors), *sorted(chapters)])
     said = {_fold(w) for w in _WORD.findall(run.text)}
     # Of those, the words the book never writes in lower case elsewhere ("PWNED", not "answer").
     orders = instruction_words(texts, asked, known)
