@@ -444,9 +444,9 @@ class BookQueryEngine(BaseQueryEngine):
         texts: list[str] | None = None
         excerpts: dict[str, str] = {}  # node id -> excerpt, for the blocks that were cut
         if excerpts_of is not None:
-            pairs = list(zip(nodes, excerpts_of, strict=True))
-            texts = [passage(n) if e is None else e for n, e in pairs]
-            excerpts = {n.node.node_id: e for n, e in pairs if e is not None}
+            given = list(zip(nodes, excerpts_of, strict=True))
+            texts = [passage(n) if e is None else e for n, e in given]
+            excerpts = {n.node.node_id: e for n, e in given if e is not None}
         elif self.focus is not None:
             cut = self.focus(question, [passage(n) for n in nodes])
             texts = [e.text for e in cut]
