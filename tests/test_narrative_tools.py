@@ -25,8 +25,8 @@ from litrag.narrative.asset_store import AssetStore
 from litrag.narrative.assets import AssetExtractor
 from litrag.narrative.build import build_assets
 from litrag.narrative.engine import NOTES_LABEL, OPENINGS_LABEL, NarrativeQueryEngine
+from litrag.narrative.excerpts import GAP
 from litrag.narrative.index import CHARACTERS_KEY, load_index
-from litrag.narrative.naming import GAP
 from litrag.narrative.tools import NO_ASSETS, TOOL_NAMES, NarrativeTools, ToolOutput
 from litrag.query.answer import AnswerStream, BookQueryEngine
 from litrag.query.retriever import BookRetriever, RetrievalSettings
@@ -396,6 +396,37 @@ def test_within_a_reading_budget_the_llm_reads_what_each_block_says_of_the_chara
     assert sum(s.excerpt is not None for s in cut.sources) >= 3
     assert len(cut.sources) > 2 and {2, 3} <= {s.chapter_index for s in cut.sources}
     assert all(s.excerpt is None for s in whole.sources) and GAP not in "".join(whole_bodies)
+
+
+def test_within_a_reading_budget_a_chapter_is_read_as_each_blocks_gist(wild):
+    """With no outline, a chapter question reads up to 12 of its blocks; within the local
+    model's 650 words each is cut to its most salient sentence and the next, so every chosen
+    block is read, not the first few whole."""
+    read = {}
+    for words in (650, 0):
+        llm = ScriptedLLM(["Buck learns the law of club and fang."])
+        engine = engine_at(wild, 3, llm, with_assets=False)
+        engine.streaming = False
+        engine.book.read_words = words
+        answer = engine.ask("What happens in chapter 2?").answer()
+        assert answer.route["tool"] == "chapter_outline" and answer.mode == "llm"
+        _system, user = llm.requests[0]
+        bodies = re.findall(r"<passage from=\"[^\"]*\">\n(.*?)\n</passage>", user.content, re.S)
+        assert len(bodies) == len(answer.sources) >= 1
+        assert all(s.chapter_index == 2 for s in answer.sources)
+        read[words] = (answer, bodies)
+    cut, cut_bodies = read[650]
+    whole, whole_bodies = read[0]
+    chosen = engine.tools.chapter_outline(2).sources
+    assert [s.node_id for s in cut.sources] == [n.node.node_id for n in chosen]  # every one
+    assert len(cut.sources) > len(whole.sources)
+    assert sum(len(b.split()) for b in cut_bodies) < sum(len(b.split()) for b in whole_bodies)
+    assert sum(len(b.replace(GAP, " ").split()) for b in cut_bodies) <= 650 + 40 * len(chosen)
+    for s, body in zip(cut.sources, cut_bodies, strict=True):
+        if s.excerpt is not None:
+            assert GAP in body and s.excerpt.split() == body.split()
+    assert sum(s.excerpt is not None for s in cut.sources) >= len(chosen) - 1
+    assert all(s.excerpt is None for s in whole.sources)
 
 
 def test_without_assets_a_story_or_a_pair_is_book_text_too(wild):

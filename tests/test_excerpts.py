@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from litrag.narrative.naming import GAP, naming_excerpt, naming_pattern
+from litrag.narrative.excerpts import GAP, gist_excerpt, naming_excerpt, naming_pattern
 from litrag.segment.sentences import split_sentences
 
 BOOK = Path(__file__).resolve().parents[1] / "litrag" / "data" / "pg215_call_of_the_wild.txt"
@@ -60,3 +60,21 @@ def test_no_mention_means_none_and_names_match_whole_words_accents_folded():
     accented = naming_excerpt("Snow fell. François laughed. Buck ran. Dogs slept.", named)
     assert accented == f"{GAP} François laughed. Buck ran. {GAP}"
     assert naming_pattern(["", "  "]) is None
+
+
+def test_a_gist_is_the_sentence_holding_most_salient_terms_and_the_next():
+    text = _chapter_2()[:3000]
+    sentences = [" ".join(s.text.split()) for s in split_sentences(text)]
+    spitz = next(i for i, s in enumerate(sentences) if re.search(r"\bSpitz\b", s))
+    cut = gist_excerpt(text, ["Spitz", "Spitzbergen"], max_words=10_000)
+    assert sentences[spitz] in cut and (spitz + 1 == len(sentences) or sentences[spitz + 1] in cut)
+    assert len(cut.replace(GAP, " ").split()) == sum(
+        len(s.split()) for s in sentences[spitz : spitz + 2]
+    )
+    # stemmed as BM25 stems: "whales" finds "whale"; no term found: the first sentence
+    assert gist_excerpt("Snow fell. A whale sang. Dogs slept.", ["whales"], 50) == (
+        f"{GAP} A whale sang. Dogs slept."
+    )
+    assert gist_excerpt("Snow fell. A whale sang. Dogs slept.", [], 50) == (
+        f"Snow fell. A whale sang. {GAP}"
+    )
