@@ -46,7 +46,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from litrag.app.service import ChatService, Turn
 from litrag.query.answer_types import Answer, AnswerStream, Source
 from litrag.query.ask_request import AskRequest, AskRequestError
-from litrag.query.name_check import NameGate, dropped_note
+from litrag.query.name_check import UNNAMED_NOTE, NameGate, dropped_note
 
 PREFIX = "litrag/"
 ALL = "all"
@@ -54,7 +54,6 @@ MAX_BODY_BYTES = 256 * 1024  # a chat of questions, not documents (a question is
 MAX_MESSAGES = 200
 RATE_PER_MINUTE = 60  # requests per client address
 SOURCES_HEAD = "\n\nSources:\n"
-UNNAMED_NOTE = "(A draft answer named someone none of these passages names, so it was withheld.)"
 
 
 class ApiError(Exception):
@@ -229,9 +228,9 @@ def error_note(answer: Answer) -> str:
 
 def shown(answer: Answer, limit: int | None) -> tuple[str, list[str]]:
     """The answer's text and withheld names as this API shows them. A name withdrawn from a
-    draft under a spoiler limit is named nowhere: no source within the limit holds it, and the
-    model may know it from later in the book (the chat's note names it; here it is said
-    without the name, and ``draft_withdrawn`` tells that it happened)."""
+    draft under a spoiler limit is named nowhere: the name check already names none the reader
+    has not met (the model may know it from later in the book); here no withdrawn name at all
+    is said, and ``draft_withdrawn`` tells that it happened."""
     if answer.draft is None or limit is None:
         return answer.text, answer.withheld
     return answer.text.replace(dropped_note(answer.withheld), UNNAMED_NOTE).strip(), []

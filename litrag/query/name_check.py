@@ -229,6 +229,18 @@ def dropped_note(names: Sequence[str]) -> str:
     return f"(A draft answer said {who}, which none of these passages says, so it was withheld.)"
 
 
+UNNAMED_NOTE = "(A draft answer named someone none of these passages names, so it was withheld.)"
+NOT_MET = "[a name not met yet]"  # in place of a withheld name past the reader's limit
+
+
+def _not_met(names: Sequence[str], book: BookWords, limit: object) -> list[str]:
+    """Of withheld ``names``, those the book does not write up to the reader's ``limit``: the
+    model may know them from later in the book, so they are named nowhere (none, no limit)."""
+    if not isinstance(limit, int):
+        return []
+    return [n for n in names if not _known(n, book.folded)]
+
+
 def never_mentioned(
     run: AnswerRun, names: list[str], nodes: list[NodeWithScore], title: str
 ) -> list[NodeWithScore]:
@@ -295,6 +307,12 @@ def withdraw_unsupported(
         return
     logger.info("answer withheld: %s (%r)", names or obeyed or untied, run.text)
     run.draft, run.withheld = run.text, names or obeyed or untied
+    if hidden := _not_met(names, book, run.upto_chapter):  # a spoiler, maybe: never echoed
+        for name in hidden:
+            run.draft = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", NOT_MET, run.draft)
+        run.withheld = list(dict.fromkeys(NOT_MET if n in hidden else n for n in names))
+        run.text = f"{no_answer_text(title, run.upto_chapter)} {UNNAMED_NOTE}"
+        return
     if obeyed:
         note = (
             "(A draft answer repeated an instruction written in the book's text, so it was "
