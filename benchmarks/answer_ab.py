@@ -73,7 +73,8 @@ def main() -> int:
                     "focus_words": words,
                     "question": it["question"],
                     "answer": answer,
-                    "key_match": bool(re.search(it["key"], answer, re.I)),
+                    # a withdrawn draft's note may quote its name: no answer all the same
+                    "key_match": run.draft is None and bool(re.search(it["key"], answer, re.I)),
                     "seconds": round(secs, 1),
                     "prompt_chars": sum(len(x.excerpt or x.text) for x in run.sources),
                     "sources": [f"ch{x.chapter_index} s{x.sentence_from}" for x in run.sources],

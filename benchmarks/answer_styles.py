@@ -107,7 +107,8 @@ def rescore(
         if books_dir is not None:
             recheck(row, books_dir, words)
         if row["kind"] == "keyed" and row["question"] in keys:
-            row["correct"] = bool(re.search(keys[row["question"]], row["answer"], re.I))
+            key = keys[row["question"]]  # a withdrawn draft is no answer, whatever its note says
+            row["correct"] = row.get("draft") is None and bool(re.search(key, row["answer"], re.I))
         if row["kind"] == "reader" and row.get("id") in by_id:
             q = by_id[row["id"]]
             sc = score_answer(q, row["answer"])
@@ -295,7 +296,8 @@ def main() -> int:
                     )
                 else:
                     row.update(
-                        correct=bool(re.search(it["key"], text, re.I)),
+                        # a withdrawn draft's note may quote its name: no answer all the same
+                        correct=answer.draft is None and bool(re.search(it["key"], text, re.I)),
                         correct_unchecked=bool(re.search(it["key"], draft, re.I)),
                     )
                 results[style].append(row)
