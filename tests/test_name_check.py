@@ -186,3 +186,12 @@ def test_a_withdrawn_name_past_the_readers_limit_is_named_nowhere(wild, streamin
         "Buck's last master."
     )
     assert "do not say" in answer.text and UNNAMED_NOTE in answer.text and answer.sources
+
+
+def test_under_a_limit_a_withdrawn_number_is_still_said(wild):
+    """A number names nobody: the note says which one no passage states."""
+    draft = "Buck weighed 9999 pounds."
+    answer = wild(ScriptedLLM([draft]), upto=1, streaming=False).ask("How much did Buck weigh?")
+    answer = answer.answer()
+    assert answer.withheld == ["9999"] and answer.draft == draft
+    assert "“9999”" in answer.text and UNNAMED_NOTE not in answer.text

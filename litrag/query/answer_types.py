@@ -127,11 +127,14 @@ class Answer(BaseModel):
         default_factory=list,
         description="Names the check withheld (litrag.query.name_check): the question's that the "
         "book never mentions within the limit (the LLM was not called), or the draft answer's that "
-        "no source names (the draft was replaced); empty: nothing was withheld.",
+        "no source names (the draft was replaced; one the book does not write up to a spoiler "
+        "limit is given as '[a name not met yet]'); empty: nothing was withheld.",
     )
     draft: str | None = Field(
         default=None,
-        description="The LLM's draft when the name check replaced it (streamed, then withdrawn).",
+        description="The LLM's draft when the name check replaced it (streamed, then withdrawn; "
+        "under a spoiler limit streamed only up to a name it might withdraw, and a name not met "
+        "yet replaced).",
     )
     route: dict[str, Any] | None = Field(
         default=None,

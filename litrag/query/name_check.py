@@ -235,10 +235,11 @@ NOT_MET = "[a name not met yet]"  # in place of a withheld name past the reader'
 
 def _not_met(names: Sequence[str], book: BookWords, limit: object) -> list[str]:
     """Of withheld ``names``, those the book does not write up to the reader's ``limit``: the
-    model may know them from later in the book, so they are named nowhere (none, no limit)."""
+    model may know them from later in the book, so they are named nowhere (none, no limit; a
+    number, which names nobody, is said)."""
     if not isinstance(limit, int):
         return []
-    return [n for n in names if not _known(n, book.folded)]
+    return [n for n in names if not n[:1].isdigit() and not _known(n, book.folded)]
 
 
 def never_mentioned(
