@@ -367,22 +367,29 @@ def test_without_assets_an_llm_reads_the_steered_passages_with_the_plain_prompt(
     assert any("Spitz" in s.text for s in answer.sources)
 
 
+def read_with_budgets(wild, question: str, tool: str) -> tuple[dict, NarrativeQueryEngine]:
+    """``question`` answered with no assets at the limit of chapter 3, the local model's budget
+    of 650 words and a server's 0 (all): {words: (answer, the passage bodies it read)}."""
+    read = {}
+    for words in (650, 0):
+        llm = ScriptedLLM(["An answer."])
+        engine = engine_at(wild, 3, llm, with_assets=False)
+        engine.streaming = False
+        engine.book.read_words = words
+        answer = engine.ask(question).answer()
+        assert answer.route["tool"] == tool and answer.mode == "llm"
+        _system, user = llm.requests[0]
+        bodies = re.findall(r"<passage from=\"[^\"]*\">\n(.*?)\n</passage>", user.content, re.S)
+        assert len(bodies) == len(answer.sources) >= 1
+        read[words] = (answer, bodies)
+    return read, engine
+
+
 def test_within_a_reading_budget_the_llm_reads_what_each_block_says_of_the_character(wild):
     """The packaged model reads 650 words: of each steered block, the sentences naming Spitz
     (each with the one after it), so blocks past his introduction fit beside it; a server, which
     reads everything, gets the blocks whole."""
-    prompts = {}
-    for words in (650, 0):
-        llm = ScriptedLLM(["Spitz is the lead dog."])
-        engine = engine_at(wild, 3, llm, with_assets=False)
-        engine.streaming = False
-        engine.book.read_words = words
-        answer = engine.ask("Who is Spitz?").answer()
-        assert answer.route["tool"] == "character_passages" and answer.mode == "llm"
-        _system, user = llm.requests[0]
-        bodies = re.findall(r"<passage from=\"[^\"]*\">\n(.*?)\n</passage>", user.content, re.S)
-        assert len(bodies) == len(answer.sources) >= 1
-        prompts[words] = (answer, bodies)
+    prompts, engine = read_with_budgets(wild, "Who is Spitz?", "character_passages")
     cut, cut_bodies = prompts[650]
     whole, whole_bodies = prompts[0]
     steered = engine.tools.character_passages("Spitz", "Who is Spitz?")
@@ -402,19 +409,8 @@ def test_within_a_reading_budget_a_chapter_is_read_as_each_blocks_gist(wild):
     """With no outline, a chapter question reads up to 12 of its blocks; within the local
     model's 650 words each is cut to its most salient sentence and the next, so every chosen
     block is read, not the first few whole."""
-    read = {}
-    for words in (650, 0):
-        llm = ScriptedLLM(["Buck learns the law of club and fang."])
-        engine = engine_at(wild, 3, llm, with_assets=False)
-        engine.streaming = False
-        engine.book.read_words = words
-        answer = engine.ask("What happens in chapter 2?").answer()
-        assert answer.route["tool"] == "chapter_outline" and answer.mode == "llm"
-        _system, user = llm.requests[0]
-        bodies = re.findall(r"<passage from=\"[^\"]*\">\n(.*?)\n</passage>", user.content, re.S)
-        assert len(bodies) == len(answer.sources) >= 1
-        assert all(s.chapter_index == 2 for s in answer.sources)
-        read[words] = (answer, bodies)
+    read, engine = read_with_budgets(wild, "What happens in chapter 2?", "chapter_outline")
+    assert all(s.chapter_index == 2 for answer, _ in read.values() for s in answer.sources)
     cut, cut_bodies = read[650]
     whole, whole_bodies = read[0]
     chosen = engine.tools.chapter_outline(2).sources
