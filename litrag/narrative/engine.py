@@ -108,11 +108,13 @@ AGENT_SYSTEM_PROMPT = (
 
 
 def fit_spread(
-    nodes: Sequence[NodeWithScore], budget_tokens: int, texts: Sequence[str] | None = None
+    nodes: Sequence[NodeWithScore],
+    budget_tokens: int,
+    texts: Sequence[str | None] | None = None,
 ) -> list[tuple[NodeWithScore, str]]:
     """As many of ``nodes`` (reading order) as fit ``budget_tokens``, spread evenly over them,
-    with their chunk text (``texts`` in place of their passages); at least the first one, cut to
-    the budget when it alone is too long."""
+    with their chunk text (``texts`` in place of their passages; a None: the passage); at least
+    the first one, cut to the budget when it alone is too long."""
     chunks = [format_chunk(n, None if texts is None else texts[i]) for i, n in enumerate(nodes)]
     costs = [estimate_tokens(c) + 2 for c in chunks]
     for k in range(len(nodes), 0, -1):
@@ -310,7 +312,6 @@ class NarrativeQueryEngine(BaseQueryEngine):
             cut = None
             if self.book.read_words and named is not None:  # a server reads the blocks whole
                 cut = [naming_excerpt(passage(n), named) for n in ranked]
-                cut = [None if e == passage(n) else e for n, e in zip(ranked, cut, strict=True)]
             return self.book.llm_answer(question, ranked, run, meta, cut)
         story = bool(out.args.get("story"))
         evidence, used = extractive_passages(
@@ -400,18 +401,15 @@ class NarrativeQueryEngine(BaseQueryEngine):
         room = int(budget / 2 * CHARS_PER_TOKEN)  # notes take at most half the room
         if len(notes) > room:
             notes = notes[:room].rsplit("\n", 1)[0] + "\n[...]"
-        texts = None
+        texts = None  # a None among them: that block whole
         if self.book.read_words and not out.asset_ids and out.sources:  # a budget: each gist
             each = max(self.book.read_words // len(out.sources), GIST_WORDS)
             texts = [gist_excerpt(passage(n), _salient(n), each) for n in out.sources]
         fitted = fit_spread(out.sources, budget - estimate_tokens(notes), texts)
         used = [n for n, _ in fitted]
-        cut: dict[str, str] = {}
-        if texts is not None:
-            cut = {n.node.node_id: t for n, t in zip(out.sources, texts, strict=True)}
+        cut = dict(zip((n.node.node_id for n in out.sources), texts or [], strict=False))
         run.sources = [  # what the model read of each, where it was cut
-            Source.from_node(i, n, e if (e := cut.get(n.node.node_id)) != passage(n) else None)
-            for i, n in enumerate(used, start=1)
+            Source.from_node(i, n, cut.get(n.node.node_id)) for i, n in enumerate(used, start=1)
         ]
         messages = self.messages(question, chosen.tool, notes, [c for _, c in fitted])
         return self.book.call_llm(messages, run, used, meta)

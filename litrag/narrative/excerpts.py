@@ -41,33 +41,32 @@ def naming_excerpt(
     text: str, named: re.Pattern[str], max_words: int = NAMING_WORDS, follow: int = 1
 ) -> str | None:
     """The sentences of ``text`` that ``named`` finds, each with the ``follow`` after it, in
-    text order, while they hold ``max_words`` (the first always); None when no sentence names
-    them (the caller keeps the block whole)."""
+    text order, while they hold ``max_words`` (the first always); None when the block is read
+    whole (no sentence names them, or every one is kept)."""
     sentences = split_sentences(text)
     hits = [i for i, s in enumerate(sentences) if named.search(fold(s.text))]
     if not hits:
         return None
-    return _cut(text, sentences, hits, max_words, follow)
+    return _cut(sentences, hits, max_words, follow)
 
 
-def gist_excerpt(text: str, terms: Sequence[str], max_words: int, follow: int = 1) -> str:
+def gist_excerpt(text: str, terms: Sequence[str], max_words: int, follow: int = 1) -> str | None:
     """The sentence of ``text`` holding most of ``terms`` (stemmed as BM25 stems them; the
     first on a tie, the first sentence when none holds any), with the ``follow`` after it while
-    they hold ``max_words``."""
+    they hold ``max_words``; None when that is the whole block."""
     sentences = split_sentences(text)
     if not sentences:
-        return text
+        return None
     wanted = {t for term in terms for t in tokenize(term)}
     scores = [len(wanted.intersection(tokenize(s.text))) for s in sentences]
     best = max(range(len(sentences)), key=lambda i: (scores[i], -i))
-    return _cut(text, sentences, [best], max_words, follow)
+    return _cut(sentences, [best], max_words, follow)
 
 
-def _cut(
-    text: str, sentences: list[Sentence], picks: list[int], max_words: int, follow: int
-) -> str:
+def _cut(sentences: list[Sentence], picks: list[int], max_words: int, follow: int) -> str | None:
     """``picks`` (in order), each with its ``follow`` sentences, while they hold ``max_words``
-    (the first always), joined in text order with ``GAP`` where sentences were left out."""
+    (the first always), joined in text order with ``GAP`` where sentences were left out; None
+    when every sentence is kept."""
     keep: set[int] = set()
     words = 0
     for i in picks:
@@ -78,7 +77,7 @@ def _cut(
         keep.update(add)
         words += cost
     if len(keep) == len(sentences):
-        return text
+        return None
     parts: list[str] = []
     last = -1
     for j in sorted(keep):
