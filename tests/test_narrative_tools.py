@@ -425,6 +425,24 @@ def test_within_a_reading_budget_a_chapter_is_read_as_each_blocks_gist(wild):
     assert all(s.excerpt is None for s in whole.sources)
 
 
+def test_within_a_reading_budget_a_story_reads_every_chapter(wild):
+    """A character's story (its arc) is read chapter by chapter: within a reading budget each
+    chapter's block naming Buck most gives the sentences naming him, every chapter one, where
+    the first blocks would fill the budget with his opening chapter (this library holds
+    chapters 1-3; 300 words is what 650 are to the whole book's seven)."""
+    llm = ScriptedLLM(["An answer."])
+    engine = engine_at(wild, None, llm, with_assets=False)
+    engine.streaming = False
+    engine.book.read_words = 300
+    answer = engine.ask("How does Buck change over the story?").answer()
+    assert answer.route["tool"] == "character_passages" and answer.route["kwargs"]["story"]
+    assert [s.chapter_index for s in answer.sources[:3]] == [1, 2, 3]  # in story order
+    _system, user = llm.requests[0]
+    bodies = re.findall(r"<passage from=\"[^\"]*\">\n(.*?)\n</passage>", user.content, re.S)
+    assert sum(len(b.replace(GAP, " ").split()) for b in bodies) <= 300 + 60
+    assert all(re.search(r"\bBuck\b", b) for b in bodies)
+
+
 def test_without_assets_a_story_or_a_pair_is_book_text_too(wild):
     engine = engine_at(wild, 3, with_assets=False)
     story = engine.ask("When does Spitz first appear?").answer()

@@ -41,7 +41,12 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from litrag.narrative.characters import CharacterIndex
-from litrag.narrative.excerpts import gist_excerpt, naming_excerpt, naming_pattern
+from litrag.narrative.excerpts import (
+    NAMING_WORDS,
+    gist_excerpt,
+    naming_excerpt,
+    naming_pattern,
+)
 from litrag.narrative.router import Route, fold, route
 from litrag.narrative.tools import NarrativeTools, ToolOutput, spread, story_key
 from litrag.query.answer import (
@@ -307,13 +312,19 @@ class NarrativeQueryEngine(BaseQueryEngine):
         meta = {RUN_KEY: run}
         names = self._names(out)
         named = naming_pattern(names)
+        story = bool(out.args.get("story"))
         if self.llm is not None:
             ranked = list(out.ranked)
             cut = None
             if self.book.read_words and named is not None:  # a server reads the blocks whole
-                cut = [naming_excerpt(passage(n), named) for n in ranked]
+                each = NAMING_WORDS
+                if story:  # an arc reads every chapter: its blocks share the budget
+                    chapters = {n.node.metadata.get("chapter_index") for n in ranked}
+                    frame = max(len(format_chunk(n, "").split()) for n in ranked)  # heading
+                    share = self.book.read_words // len(chapters) - frame
+                    each = min(each, max(share, GIST_WORDS))
+                cut = [naming_excerpt(passage(n), named, each) for n in ranked]
             return self.book.llm_answer(question, ranked, run, meta, cut)
-        story = bool(out.args.get("story"))
         evidence, used = extractive_passages(
             f"{question} {' '.join(names)}",
             out.ranked,

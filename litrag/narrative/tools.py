@@ -278,7 +278,7 @@ class NarrativeTools:
         self, who: _Who, limit: int | None, query: str | None, story: bool = False
     ) -> list[NodeWithScore]:
         """Passages about a character, best first: where it is introduced (its first blocks),
-        where it is named most (each chapter's most, for ``story``), then the hybrid
+        where it is named most (for ``story``: each chapter's most, first), then the hybrid
         retrieval of ``query`` (of its names, kept to its blocks, without one)."""
         naming = self._naming(who.ids, limit)
         count = {n.node.node_id: self._named_in(who.ids, n) for n in naming}
@@ -297,7 +297,9 @@ class NarrativeTools:
             names = [who.name, *(who.character.aliases if who.character else [])]
             found = self._search(" ".join(dict.fromkeys(names)), limit, who.ids[:1])
         ranked: dict[str, NodeWithScore] = {}
-        for n in [*firsts, *most, *found]:
+        # A story is read chapter by chapter before anything else: within a reading budget the
+        # first blocks would otherwise fill it with the character's opening chapters.
+        for n in [*most, *firsts, *found] if story else [*firsts, *most, *found]:
             ranked.setdefault(n.node.node_id, n)
         return list(ranked.values())
 
