@@ -66,6 +66,17 @@ def test_a_name_beside_the_word_asked_about_is_tied(wild):
     assert "elmo" in tied_names(q, sources, words, TITLE)
 
 
+def test_a_name_a_sentence_after_the_word_asked_about_is_tied(wild):
+    """Buck's masters in one sentence, Thornton in the next, Buck in the one before: a real
+    draft of the packaged 1.5B model that the pair test (this sentence and the next) withdrew."""
+    paragraphs, words = wild
+    sources = holding(paragraphs, "His transient masters since he", "Mollie and Alice")
+    q = "Who is Buck's last master?"
+    assert untied_names("Buck's last master was John Thornton.", q, sources, words, TITLE) == []
+    # held, next to "Buck" only (the Judge's daughter): still withdrawn
+    assert untied_names("Buck's last master was Mollie.", q, sources, words, TITLE) == ["Mollie"]
+
+
 def test_a_held_name_given_for_what_the_book_never_names_is_untied(wild):
     paragraphs, words = wild
     sources = holding(paragraphs, "Mollie and Alice", "His father, Elmo")

@@ -382,7 +382,8 @@ class NameGate:
 # "John Thornton". A small model picks the nearest name on the page.
 #
 # The test here needs no model: a name that answers the question is written, somewhere in the
-# passages the model read, in the same sentence (or the next one, where a pronoun carries it) as
+# passages the model read, in the same sentence (or the one before or after, where a pronoun
+# carries it) as
 # two of the words the question asks about (its content words and its names, stemmed as BM25
 # stems them: "wife", "sweater", "Judge", "Lost Cabin"; not "name", "happened" or the book's
 # title). "His father, Elmo, a huge St. Bernard, had been the Judge's inseparable companion, and
@@ -441,13 +442,15 @@ def question_terms(question: str, title: str = "") -> list[frozenset[str]]:
 
 
 def _sentence_pairs(sources: Iterable[str]) -> list[str]:
-    """Each sentence of each source joined to the next one (a pronoun's reach)."""
+    """Each sentence of each source joined to the one before and the one after (a pronoun's
+    reach either way: "Buck would follow at his heels. His transient masters [...] no master
+    could be permanent. He was afraid that Thornton would pass out of his life")."""
     from litrag.segment.sentences import split_sentences
 
     pairs: list[str] = []
     for text in sources:
         sentences = [s.text for s in split_sentences(text)]
-        pairs += [" ".join(sentences[i : i + 2]) for i in range(len(sentences))]
+        pairs += [" ".join(sentences[max(i - 1, 0) : i + 2]) for i in range(len(sentences))]
     return pairs
 
 
