@@ -20,7 +20,13 @@ from litrag.chunkers.baselines import paragraph_chunker
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
 from litrag.query.bm25 import DEFAULT_B, DEFAULT_K1, saturation, term_id, tokenize
-from litrag.query.kept_terms import kept_arrays, pack_terms, unpack_terms, window_counts
+from litrag.query.kept_terms import (
+    kept_arrays,
+    pack_terms,
+    packed_arrays,
+    unpack_terms,
+    window_counts,
+)
 from litrag.query.window_bm25 import (
     Pieces,
     best_window_scores,
@@ -78,6 +84,23 @@ def test_packed_ids_come_back_exactly(texts):
             kept_arrays([base64.b64encode(np.asarray(bad, dtype="<u4").tobytes()).decode()])
     with pytest.raises(ValueError, match="pack_terms"):
         unpack_terms(pack_terms([[1]])[:-4])
+
+
+def test_a_pool_decodes_at_once_as_text_by_text(texts):
+    """``packed_arrays`` (whole-array steps) gives what ``kept_arrays`` gives text by text, and
+    refuses what it refuses."""
+    cases = [sentence_terms(t) for t in texts[:200]] + [[], [[]], [[], [1, 2], []], [[2**31 - 1]]]
+    packed = [pack_terms(t) for t in cases]
+    counts, lengths, ids = packed_arrays(packed)
+    one_by_one = kept_arrays(packed)
+    assert counts.tolist() == [len(a) for a, _ in one_by_one]
+    assert lengths.tolist() == [x for a, _ in one_by_one for x in a.tolist()]
+    assert ids.tolist() == [x for _, b in one_by_one for x in b.tolist()]
+    for bad in ([5, 0, 0], [1, 3, 2, 7, 8, 9], [0, 0, 0, 0, 0, 0], [1, 1, 1]):
+        wrong = base64.b64encode(np.asarray(bad, dtype="<u4").tobytes()).decode()
+        for decode in (kept_arrays, packed_arrays):
+            with pytest.raises(ValueError, match="pack_terms"):
+                decode([packed[0], wrong])
 
 
 def test_window_counts_are_the_counters_of_the_windows(texts):

@@ -72,6 +72,31 @@ def kept_arrays(kept: Sequence[Kept]) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
+def packed_arrays(packed: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(each text's sentence count, all sentence lengths, all ids), in order, of ``pack_terms``
+    strings: decoded and checked in whole-array steps, where ``kept_arrays`` walks the texts one
+    by one (a query's pool of 100: ~0.1 ms against ~0.7 ms)."""
+    if any(len(k) % 16 for k in packed):
+        raise ValueError("kept sentence terms are not pack_terms' form")
+    words = np.frombuffer(base64.b64decode("".join(packed)), dtype="<u4").astype(np.int64)
+    sizes = np.fromiter((len(k) * 3 // 16 for k in packed), dtype=np.int64, count=len(packed))
+    if (sizes < _HEAD).any():
+        raise ValueError("kept sentence terms are not pack_terms' form")
+    at = np.cumsum(sizes) - sizes  # where each text's u32s start
+    n, m = words[at], words[at + 1]
+    if (-(-(_HEAD + n + m) // _GROUP) * _GROUP != sizes).any():
+        raise ValueError("kept sentence terms are not pack_terms' form")
+    owner = np.repeat(np.arange(len(packed)), sizes)
+    rel = np.arange(len(words)) - at[owner]  # each u32's place within its text
+    first_id = _HEAD + n[owner]
+    is_len = (rel >= _HEAD) & (rel < first_id)
+    lengths = words[is_len]
+    if (np.bincount(owner[is_len], weights=lengths, minlength=len(packed)) != m).any():
+        raise ValueError("kept sentence terms are not pack_terms' form")
+    ids = words[(rel >= first_id) & (rel < first_id + m[owner])]
+    return n, lengths, ids
+
+
 def window_starts(n: int) -> list[int]:
     """First sentence of each window of a text of ``n`` sentences: ``size`` sentences every
     ``stride``, the last one ending the text (as ``segment.sentences.sentence_windows``)."""
@@ -86,16 +111,19 @@ def window_counts(
 ) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """How often each of ``terms`` occurs in each window of each text (windows x terms), each
     window's length (in terms), and how many windows each text has, in order."""
-    parts = kept_arrays(kept)
-    sentences = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint32)
-    ids = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.uint32)
+    if kept and all(isinstance(k, str) for k in kept):  # as every library writes them now
+        counts, sentences, ids = packed_arrays(kept)  # type: ignore[arg-type]
+    else:
+        parts = kept_arrays(kept)
+        counts = np.asarray([len(p[0]) for p in parts], dtype=np.int64)
+        sentences = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint32)
+        ids = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.uint32)
     offsets = np.zeros(len(sentences) + 1, dtype=np.int64)  # where each sentence starts
     np.cumsum(sentences, out=offsets[1:])
     begin: list[int] = []
     end: list[int] = []
     per_text, first = [], 0
-    for lengths, _ in parts:
-        n = len(lengths)
+    for n in counts.tolist():
         starts = window_starts(n)
         per_text.append(len(starts))
         begin += [first + a for a in starts]
