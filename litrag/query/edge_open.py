@@ -7,6 +7,9 @@ A config that is missing, damaged or disagrees with the shard is a ``StoreConfig
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from pathlib import Path
 
 import qdrant_edge as qe
@@ -26,6 +29,8 @@ from litrag.query.edge_schema import (
     write_config,
     write_owner,
 )
+
+logger = logging.getLogger(__name__)
 
 WINDOW_VECTOR_NAME = "text-windows"  # of a new collection that keeps sentence-window vectors
 
@@ -171,3 +176,47 @@ def settle_shard(shard: qe.EdgeShard, folder: Path, config: EdgeStoreConfig) -> 
     for field, kind in config.payload_indexes.items():
         if field not in have:
             shard.update(qe.UpdateOperation.create_field_index(field, PAYLOAD_SCHEMA[kind]))
+
+
+# What a query reads by page rather than what Edge keeps loaded (its dense vectors and HNSW
+# graphs are resident once the shard loads): payloads, payload indexes, sparse vectors and the
+# sparse inverted index. Edge 0.9 maps them in "cold" and empties their page cache on close,
+# and does not pre-read payloads under the "cached" tier (checked: none of their pages resident
+# after a load with payload_memory=Cached), so the first question of a process about a book read
+# them page by page from disk: about half of its time (``benchmarks/bench_retrieval_scale.py``).
+WARM_DIRS = ("payload_storage", "payload_index", "text-sparse")
+_CHUNK = 1 << 20
+
+
+def warm_files(shard_dir: Path) -> list[Path]:
+    """The files of ``shard_dir`` that ``warm_shard`` reads."""
+    found = []
+    for f in sorted((shard_dir / "segments").rglob("*")):
+        rel = f.relative_to(shard_dir).parts
+        if any(d in part for part in rel[:-1] for d in WARM_DIRS) and f.is_file():
+            found.append(f)
+    return found
+
+
+def warm_shard(shard_dir: Path) -> int:
+    """Read the files queries page through (``WARM_DIRS``) once, so they are in the page cache
+    when the first question comes; returns the bytes read. A file gone or unreadable is
+    skipped: this only saves time."""
+    t0, total = time.perf_counter(), 0
+    buf = bytearray(_CHUNK)
+    for f in warm_files(shard_dir):
+        try:
+            with f.open("rb", buffering=0) as fh:
+                while n := fh.readinto(buf):
+                    total += n
+        except OSError:
+            continue
+    logger.debug("warmed %s: %.0f MB in %.2f s", shard_dir, total / 2**20, time.perf_counter() - t0)
+    return total
+
+
+def warm_in_background(shard_dir: Path) -> threading.Thread:
+    """``warm_shard`` on a daemon thread (the open returns at once; file reads release the GIL)."""
+    thread = threading.Thread(target=warm_shard, args=(shard_dir,), name="edge-warm", daemon=True)
+    thread.start()
+    return thread

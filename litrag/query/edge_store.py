@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from functools import partial
@@ -50,6 +51,7 @@ from litrag.query.edge_open import (
     open_shard,
     resolve_config,
     settle_shard,
+    warm_in_background,
 )
 from litrag.query.edge_points import (
     BatchSparseEncoding,
@@ -130,6 +132,14 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         ),
     )
 
+    warm_on_open: bool = Field(
+        default=True,
+        description=(
+            "Read the payloads and the sparse index into the page cache on a background thread "
+            "when the shard opens (edge_open.warm_shard): the first question about a book then "
+            "finds them in memory instead of paging them in from disk."
+        ),
+    )
     sparse_window_weight: float = Field(
         default=0.0,
         ge=0.0,
@@ -162,6 +172,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
     # The engine's IDF per query term and filter, read back for window BM25; emptied by every
     # write and reopen (the only writer is this object: the shard is locked to one opener).
     _idf_cache: IdfCache = PrivateAttr(default_factory=dict)
+    _warming: threading.Thread | None = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -230,6 +241,16 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         self._idf_cache.clear()
         self._shard = shard = open_shard(self.folder, self.config)
         settle_shard(shard, self.folder, self.config)
+        if self.warm_on_open:
+            self._warming = warm_in_background(self._shard_dir)
+
+    def wait_warm(self, timeout: float | None = None) -> bool:
+        """Wait for the open's page-cache warm-up (``warm_on_open``) to finish; True when it has
+        (or none ran). Queries need not wait: they are only slower until it is done."""
+        if self._warming is not None:
+            self._warming.join(timeout)
+            return not self._warming.is_alive()
+        return True
 
     def close(self) -> None:
         """Flush and release the shard (and its lock). Safe to call twice."""

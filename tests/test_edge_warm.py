@@ -1,0 +1,53 @@
+"""Opening an Edge store reads the files a query pages through (payloads, payload indexes, the
+sparse vectors and their index) into the page cache on a background thread, so the first
+question about a book does not page them in from disk one by one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
+from test_store_contract import Corpus, corpus, sparse_docs, sparse_queries  # noqa: F401
+
+from litrag.query.edge_open import WARM_DIRS, warm_files, warm_shard
+from litrag.query.edge_schema import SHARD_DIR
+from litrag.query.edge_store import QdrantEdgeVectorStore
+
+
+def _open(path: Path, **kw: object) -> QdrantEdgeVectorStore:
+    return QdrantEdgeVectorStore(
+        path, "c", sparse_doc_fn=sparse_docs, sparse_query_fn=sparse_queries, **kw
+    )
+
+
+def test_the_warmed_files_are_what_queries_page_through(tmp_path: Path, corpus: Corpus) -> None:  # noqa: F811
+    with _open(tmp_path) as s:
+        s.add(corpus.copy_nodes())
+        s.optimize()
+    shard = tmp_path / "c" / SHARD_DIR
+    files = warm_files(shard)
+    dirs = {f.relative_to(shard / "segments").parts[1] for f in files}
+    assert any("payload_storage" in d for d in dirs) and any("text-sparse" in d for d in dirs)
+    assert all(any(w in d for w in WARM_DIRS) for d in dirs)
+    assert not any("text-dense" in d for d in dirs)  # Edge loads dense vectors itself
+    assert warm_shard(shard) == sum(f.stat().st_size for f in files) > 0
+
+
+def test_a_store_warms_on_open_unless_told_not_to(tmp_path: Path, corpus: Corpus) -> None:  # noqa: F811
+    with _open(tmp_path) as s:
+        s.add(corpus.copy_nodes())
+    query = VectorStoreQuery(
+        query_str="rabbit watch waistcoat", similarity_top_k=3, mode=VectorStoreQueryMode.SPARSE
+    )
+    s = _open(tmp_path)
+    try:
+        warming = s._warming
+        assert warming is not None
+        warming.join(60)
+        assert not warming.is_alive()
+        assert s.query(query).ids  # the store answers as before
+    finally:
+        s.close()
+    with _open(tmp_path, warm_on_open=False) as s:
+        assert s._warming is None
+        assert s.query(query).ids
