@@ -165,14 +165,18 @@ class EdgeSearch:
         if mode not in _SPARSE_MODES and mode != VectorStoreQueryMode.HYBRID:
             raise NotImplementedError(f"query mode {mode.value!r} is not supported by this store")
         pool_keys = [] if light_pool and weight > 0 else list(keys)
-        sparse_req = self.sparse_request(query, flt, weight, kind, pool_keys)
+        reqs = [self.sparse_request(query, flt, weight, kind, pool_keys)]
+        if mode == VectorStoreQueryMode.HYBRID:
+            reqs.insert(0, self.dense_request(query, flt, kwargs, keys))
+        # The IDF the windows need is read in the same batch (one call into the engine).
+        ids, known, todo = self.idf_todo(query) if weight > 0 else ([], {}, [])
+        found = self.shard.query_batch(qe.QueryBatchRequest(reqs + self.idf_requests(todo, flt)))
+        known.update(self.idf_of(todo, found[len(reqs) :]))
+        idf = {t: v for t in ids if (v := known[t]) is not None}
+        sparse = self.windowed(query, flt, weight, found[len(reqs) - 1], kind, idf)
         if mode in _SPARSE_MODES:
-            return None, self.windowed(query, flt, weight, self.shard.query(sparse_req), kind)
-        dense_req = self.dense_request(query, flt, kwargs, keys)
-        dense_pts, sparse_pts = self.shard.query_batch(
-            qe.QueryBatchRequest([dense_req, sparse_req])
-        )
-        return [Hit.of(p) for p in dense_pts], self.windowed(query, flt, weight, sparse_pts, kind)
+            return None, sparse
+        return [Hit.of(p) for p in found[0]], sparse
 
     def decode(self, hits: Sequence[Hit], nodes: dict[PointId, BaseNode]) -> None:
         """Each hit's node into ``nodes``: from its payload, else read by id (one call)."""
@@ -249,16 +253,18 @@ class EdgeSearch:
         weight: float,
         points: Sequence[qe.ScoredPoint],
         kind: WindowKind = "sentences",
+        idf: Mapping[int, float] | None = None,
     ) -> list[Hit]:
         """The sparse candidates re-scored by their best sentence window and cut to the asked
         length, with their new scores (see window_bm25); as they came when the weight is 0.
         Sentences are cut from the kept term ids where the point keeps them, else from its text
-        (read for those only)."""
+        (read for those only). ``idf``: the query terms' IDF, when already read."""
         pool = [Hit.of(p) for p in points]
         if weight <= 0 or not pool:
             return pool
         limit = query.sparse_top_k or query.similarity_top_k
-        idf = self.query_idf(query, flt)
+        if idf is None:
+            idf = self.query_idf(query, flt)
         kept: list[Any] = [None] * len(pool)
         if kind == "sentences":
             kept = [
@@ -286,24 +292,31 @@ class EdgeSearch:
         query per term (limit 1, in one batch); its top point's score over its stored BM25
         weight for the term is the term's IDF. Terms no point holds are left out. Values are
         kept per filter in ``idf_cache`` (the store empties it when written)."""
+        ids, known, todo = self.idf_todo(query)
+        if todo:
+            reqs = self.idf_requests(todo, flt)
+            known.update(self.idf_of(todo, self.shard.query_batch(qe.QueryBatchRequest(reqs))))
+        return {t: v for t in ids if (v := known[t]) is not None}
+
+    def idf_todo(
+        self, query: VectorStoreQuery
+    ) -> tuple[list[int], dict[int, float | None], list[int]]:
+        """The query's term ids, the IDF already known of them (the cache's own dict for this
+        filter: updating it fills the cache) and the terms still to read."""
         assert self.sparse_query_fn is not None and query.query_str
         ids = [int(i) for i in self.sparse_query_fn([query.query_str])[0][0]]
-        if not ids:
-            return {}
         known: dict[int, float | None] = {}
-        if self.idf_cache is not None:
+        if ids and self.idf_cache is not None:
             if len(self.idf_cache) > IDF_CACHE_FILTERS:
                 self.idf_cache.clear()
             known = self.idf_cache.setdefault((self.idf_scope, filter_key(query)), {})
-        todo = [t for t in dict.fromkeys(ids) if t not in known]
-        if todo:
-            known.update(self._read_idf(todo, flt))
-        return {t: v for t in ids if (v := known[t]) is not None}
+        return ids, known, [t for t in dict.fromkeys(ids) if t not in known]
 
-    def _read_idf(self, ids: Sequence[int], flt: qe.Filter | None) -> dict[int, float | None]:
+    def idf_requests(self, terms: Sequence[int], flt: qe.Filter | None) -> list[qe.QueryRequest]:
+        """One single-term query per term (see ``query_idf``)."""
         name = self.config.sparse_vector_name
         params = self._idf_params(flt)
-        reqs = [
+        return [
             qe.QueryRequest(
                 limit=1,
                 query=qe.Query.Nearest(qe.SparseVector([t], [1.0]), using=name),
@@ -311,12 +324,16 @@ class EdgeSearch:
                 with_vector=[name],
                 params=params,
             )
-            for t in ids
+            for t in terms
         ]
+
+    def idf_of(
+        self, terms: Sequence[int], found: Sequence[Sequence[qe.ScoredPoint]]
+    ) -> dict[int, float | None]:
+        """Each term's IDF from its ``idf_requests`` answer (None: no point holds it)."""
+        name = self.config.sparse_vector_name
         idf: dict[int, float | None] = {}
-        for term, points in zip(
-            ids, self.shard.query_batch(qe.QueryBatchRequest(reqs)), strict=True
-        ):
+        for term, points in zip(terms, found, strict=True):
             idf[term] = None
             if not points:
                 continue
