@@ -21,11 +21,14 @@ from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
 from litrag.query.bm25 import DEFAULT_B, DEFAULT_K1, saturation, term_id, tokenize
 from litrag.query.kept_terms import (
+    WINDOW_SENTENCES,
     kept_arrays,
     pack_terms,
     packed_arrays,
     unpack_terms,
     window_counts,
+    window_spans,
+    window_starts,
 )
 from litrag.query.window_bm25 import (
     Pieces,
@@ -101,6 +104,20 @@ def test_a_pool_decodes_at_once_as_text_by_text(texts):
         for decode in (kept_arrays, packed_arrays):
             with pytest.raises(ValueError, match="pack_terms"):
                 decode([packed[0], wrong])
+
+
+def test_window_spans_are_each_texts_window_starts_end_to_end():
+    rng = random.Random(3)
+    for counts in [[n] for n in range(40)] + [[rng.randrange(30) for _ in range(50)]]:
+        begin, end, per = window_spans(np.asarray(counts))
+        want_begin, want_end, first = [], [], 0
+        for n in counts:
+            starts = window_starts(n)
+            want_begin += [first + a for a in starts]
+            want_end += [first + min(a + WINDOW_SENTENCES, n) for a in starts]
+            first += n
+        assert begin.tolist() == want_begin and end.tolist() == want_end
+        assert per.tolist() == [len(window_starts(n)) for n in counts]
 
 
 def test_window_counts_are_the_counters_of_the_windows(texts):

@@ -106,6 +106,23 @@ def window_starts(n: int) -> list[int]:
     return starts
 
 
+def window_spans(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``window_starts`` of texts of ``counts`` sentences, laid end to end, in whole-array
+    steps: each window's first sentence and the one after its last (in the joined sentences),
+    and each text's window count."""
+    counts = np.asarray(counts, dtype=np.int64)
+    regular = -(-np.maximum(1, counts - WINDOW_SENTENCES + 1) // WINDOW_STRIDE)
+    last = (regular - 1) * WINDOW_STRIDE
+    extra = (last + WINDOW_SENTENCES < counts).astype(np.int64)  # one more, ending the text
+    per = regular + extra
+    text = np.repeat(np.arange(len(counts)), per)
+    k = np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per)  # window within text
+    n = counts[text]
+    start = np.where(k < regular[text], k * WINDOW_STRIDE, n - WINDOW_SENTENCES)
+    first = (np.cumsum(counts) - counts)[text]
+    return first + start, first + np.minimum(start + WINDOW_SENTENCES, n), per
+
+
 def window_counts(
     kept: Sequence[Kept], terms: Sequence[int]
 ) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -120,16 +137,9 @@ def window_counts(
         ids = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.uint32)
     offsets = np.zeros(len(sentences) + 1, dtype=np.int64)  # where each sentence starts
     np.cumsum(sentences, out=offsets[1:])
-    begin: list[int] = []
-    end: list[int] = []
-    per_text, first = [], 0
-    for n in counts.tolist():
-        starts = window_starts(n)
-        per_text.append(len(starts))
-        begin += [first + a for a in starts]
-        end += [first + min(a + WINDOW_SENTENCES, n) for a in starts]
-        first += n
+    begin, end, per = window_spans(counts)
     lo, hi = offsets[begin], offsets[end]
+    per_text = per.tolist()
     seen = np.zeros((len(ids) + 1, len(terms)), dtype=np.int64)  # running count of each term
     if len(terms) and len(ids):
         wanted = np.asarray(terms, dtype=np.uint32)
