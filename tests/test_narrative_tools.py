@@ -443,6 +443,24 @@ def test_within_a_reading_budget_a_story_reads_every_chapter(wild):
     assert all(re.search(r"\bBuck\b", b) for b in bodies)
 
 
+def test_a_story_asked_about_its_end_reads_the_last_block_naming_the_character(wild):
+    """ "What does Buck become at the end of the story?": the library's last block naming Buck
+    leads what the model reads (chapter 3's block naming him most is an earlier scene)."""
+    llm = ScriptedLLM(["An answer."])
+    engine = engine_at(wild, None, llm, with_assets=False)
+    engine.streaming = False
+    engine.book.read_words = 300
+    tools = engine.tools
+    who = tools.resolve("Buck", None)
+    assert who is not None
+    last = tools._naming(who.ids, None)[-1].node.node_id
+    plain = tools.character_passages("Buck", "How does Buck change?", story=True)
+    assert plain.ranked[0].node.node_id != last and plain.ranked[2].node.node_id != last
+    answer = engine.ask("What does Buck become at the end of the story?").answer()
+    assert answer.route["tool"] == "character_passages" and answer.route["kwargs"]["story"]
+    assert last in {s.node_id for s in answer.sources}
+
+
 def test_without_assets_a_story_or_a_pair_is_book_text_too(wild):
     engine = engine_at(wild, 3, with_assets=False)
     story = engine.ask("When does Spitz first appear?").answer()

@@ -34,6 +34,7 @@ from litrag.narrative.asset_store import AssetStore
 from litrag.narrative.canon import Canonicalizer
 from litrag.narrative.characters import Character, CharacterIndex
 from litrag.narrative.router import fold
+from litrag.query.ahead import asks_for_ending
 from litrag.query.answer import format_chunk
 from litrag.query.retriever import BookRetriever, book_filters, character_filters, within_limit
 
@@ -298,8 +299,11 @@ class NarrativeTools:
             found = self._search(" ".join(dict.fromkeys(names)), limit, who.ids[:1])
         ranked: dict[str, NodeWithScore] = {}
         # A story is read chapter by chapter before anything else: within a reading budget the
-        # first blocks would otherwise fill it with the character's opening chapters.
-        for n in [*most, *firsts, *found] if story else [*firsts, *most, *found]:
+        # first blocks would otherwise fill it with the character's opening chapters. Asked
+        # about its end ("What does Buck become at the end of the story?"), the last block
+        # naming the character leads: the chapter's most-named block may be an earlier scene.
+        last = naming[-1:] if story and query and asks_for_ending(query) else []
+        for n in [*last, *most, *firsts, *found] if story else [*firsts, *most, *found]:
             ranked.setdefault(n.node.node_id, n)
         return list(ranked.values())
 
