@@ -88,11 +88,19 @@ VARIANTS = {
     "whole, 800 words": (0, 800),
 }
 
+# name: (what is read of each block, words read in all): "evidence", the paragraph child that
+# ranked it (small-to-big's winner); "lead", the best block whole and the others' evidence.
+EVIDENCE_VARIANTS = {
+    "evidence, 650 words": ("evidence", 650),
+    "best whole + evidence, 650 words": ("lead", 650),
+}
+
 
 def collect(home: Path, books: list[str], sets: list[Path]) -> list[dict]:
     from litrag.builders import build_query_engine
     from litrag.query.answer import fit_to_context, within_words
     from litrag.query.answer_types import passage
+    from litrag.query.evidence import evidence_text
     from litrag.query.focus import PassageFocus
     from litrag.settings import Settings
 
@@ -118,6 +126,11 @@ def collect(home: Path, books: list[str], sets: list[Path]) -> list[dict]:
                     variants = {"blocks": texts}
                     for name, (focus, read) in focuses.items():
                         cut = [e.text for e in focus(question, texts)] if focus else None
+                        fitted = within_words(fit_to_context(nodes, budget, cut), read)
+                        variants[name] = [chunk for _, chunk in fitted]
+                    won = [evidence_text(n.node) or t for n, t in zip(nodes, texts, strict=True)]
+                    for name, (how, read) in EVIDENCE_VARIANTS.items():
+                        cut = won if how == "evidence" else texts[:1] + won[1:]
                         fitted = within_words(fit_to_context(nodes, budget, cut), read)
                         variants[name] = [chunk for _, chunk in fitted]
                     row = {"set": path.stem, "book": book, "id": q.get("id", question)}
@@ -151,7 +164,7 @@ def main() -> int:
         args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     half_a = set(args.half_a.split(","))
     groups = by_half(rows, half_a)
-    variants = ("blocks", *VARIANTS)
+    variants = ("blocks", *VARIANTS, *EVIDENCE_VARIANTS)
     print("| set | n | " + " | ".join(f"{v} any / all" for v in variants) + " | words read |")
     print("|---|---:|" + "---:|" * (len(variants) + 1))
     for g in sorted(groups):
