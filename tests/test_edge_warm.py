@@ -1,16 +1,18 @@
-"""Opening an Edge store reads the files a query pages through (payloads, payload indexes, the
-sparse vectors and their index) into the page cache on a background thread, so the first
-question about a book does not page them in from disk one by one."""
+"""Opening an Edge store: it reads the files a query pages through (payloads, payload indexes,
+the sparse vectors and their index) into the page cache on a background thread, so the first
+question about a book does not page them in from disk one by one; and it loads the shard with
+its config's run-time settings (one search thread a query)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
 from test_store_contract import Corpus, corpus, sparse_docs, sparse_queries  # noqa: F401
 
 from litrag.query.edge_open import WARM_DIRS, warm_files, warm_shard
-from litrag.query.edge_schema import SHARD_DIR
+from litrag.query.edge_schema import SHARD_DIR, EdgeStoreConfig
 from litrag.query.edge_store import QdrantEdgeVectorStore
 
 
@@ -51,3 +53,16 @@ def test_a_store_warms_on_open_unless_told_not_to(tmp_path: Path, corpus: Corpus
     with _open(tmp_path, warm_on_open=False) as s:
         assert s._warming is None
         assert s.query(query).ids
+
+
+def test_a_store_loads_with_its_search_threads(tmp_path: Path, corpus: Corpus) -> None:  # noqa: F811
+    with _open(tmp_path) as s:
+        s.add(corpus.copy_nodes())
+    on_disk = tmp_path / "c" / SHARD_DIR / "edge_config.json"
+    assert json.loads(on_disk.read_text())["max_search_threads"] == 1  # the default
+    saved = EdgeStoreConfig.model_validate_json((tmp_path / "c" / "litrag_store.json").read_text())
+    saved.search_threads = 2
+    (tmp_path / "c" / "litrag_store.json").write_text(saved.model_dump_json())
+    with _open(tmp_path) as s:  # reopened: the saved setting is what the shard loads with
+        assert json.loads(on_disk.read_text())["max_search_threads"] == 2
+        assert s.count() == len(corpus.copy_nodes())

@@ -139,6 +139,15 @@ def open_shard(folder: Path, config: EdgeStoreConfig) -> qe.EdgeShard:
             if is_lock_error(e):
                 raise StoreLockedError(folder, read_owner(folder)) from e
             raise
+    if config.dense_dim is not None:  # the config's run-time settings (search threads) apply
+        try:
+            return qe.EdgeShard.load(str(shard_dir), edge_config(config))
+        except BaseException as e:
+            if not is_engine_failure(e):  # Ctrl-C, SystemExit
+                raise
+            if is_lock_error(e):
+                raise StoreLockedError(folder, read_owner(folder)) from e
+            # made with other settings (or damaged): loaded as it was made, or said below
     try:
         return qe.EdgeShard.load(str(shard_dir))
     except BaseException as e:

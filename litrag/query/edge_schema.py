@@ -71,6 +71,15 @@ class EdgeStoreConfig(BaseModel):
         },
         description="Payload fields indexed for filtering; filters on others still work, slower.",
     )
+    search_threads: int | None = Field(
+        default=1,
+        description=(
+            "Threads one query may search with (Edge's max_search_threads; None: Edge's own "
+            "choice, all cores). A reader's question is a small filtered search that finishes "
+            "sooner on one (100k blocks, 2 cores: children hybrid p50 ~5.3 against ~6.5 ms, "
+            "benchmarks/bench_retrieval_scale.py), and a server's readers then share the cores."
+        ),
+    )
     hnsw_m: int = Field(default=16, description="HNSW edges per node.")
     hnsw_ef_construct: int = Field(
         default=100, description="HNSW build beam; higher is better recall, slower optimize()."
@@ -107,6 +116,7 @@ def edge_config(c: EdgeStoreConfig) -> qe.EdgeConfig:
                 modifier=qe.Modifier.Idf if c.sparse_idf else None
             )
         },
+        max_search_threads=c.search_threads,
         hnsw_config=qe.HnswIndexConfig(
             m=c.hnsw_m,
             ef_construct=c.hnsw_ef_construct,
