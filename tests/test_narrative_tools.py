@@ -458,7 +458,9 @@ def test_a_story_asked_about_its_end_reads_the_last_block_naming_the_character(w
     assert plain.ranked[0].node.node_id != last and plain.ranked[2].node.node_id != last
     answer = engine.ask("What does Buck become at the end of the story?").answer()
     assert answer.route["tool"] == "character_passages" and answer.route["kwargs"]["story"]
-    assert last in {s.node_id for s in answer.sources}
+    read = {s.node_id: s for s in answer.sources}
+    assert last in read and read[last].excerpt is None  # read whole: "he", not only "Buck"
+    assert any(s.excerpt is not None for s in answer.sources)  # the others cut to their share
 
 
 def test_without_assets_a_story_or_a_pair_is_book_text_too(wild):

@@ -49,6 +49,7 @@ from litrag.narrative.excerpts import (
 )
 from litrag.narrative.router import Route, fold, route
 from litrag.narrative.tools import NarrativeTools, ToolOutput, spread, story_key
+from litrag.query.ahead import asks_for_ending
 from litrag.query.answer import (
     CHARS_PER_TOKEN,
     GUTENQA_SUFFIX,
@@ -317,13 +318,19 @@ class NarrativeQueryEngine(BaseQueryEngine):
             ranked = list(out.ranked)
             cut = None
             if self.book.read_words and named is not None:  # a server reads the blocks whole
-                each = NAMING_WORDS
+                each, budget = NAMING_WORDS, self.book.read_words
+                # Asked about its end, the story's last block (first in ``ranked``) is read
+                # whole: it may name the character once and then say "he" or an epithet.
+                whole = 1 if story and asks_for_ending(question) else 0
+                budget -= sum(len(format_chunk(n).split()) for n in ranked[:whole])
                 if story:  # an arc reads every chapter: its blocks share the budget
                     chapters = {n.node.metadata.get("chapter_index") for n in ranked}
                     frame = max(len(format_chunk(n, "").split()) for n in ranked)  # heading
-                    share = self.book.read_words // len(chapters) - frame
+                    share = budget // len(chapters) - frame
                     each = min(each, max(share, GIST_WORDS))
-                cut = [naming_excerpt(passage(n), named, each) for n in ranked]
+                cut = [None] * whole + [
+                    naming_excerpt(passage(n), named, each) for n in ranked[whole:]
+                ]
             return self.book.llm_answer(question, ranked, run, meta, cut)
         evidence, used = extractive_passages(
             f"{question} {' '.join(names)}",
