@@ -35,6 +35,20 @@ def test_the_warmed_files_are_what_queries_page_through(tmp_path: Path, corpus: 
     assert warm_shard(shard) == sum(f.stat().st_size for f in files) > 0
 
 
+def test_a_folder_gone_while_warming_is_passed_over(tmp_path: Path, corpus: Corpus) -> None:  # noqa: F811
+    """Edge drops merged segments while it writes: the warm-up reads what is left, never raises."""
+    with _open(tmp_path) as s:
+        s.add(corpus.copy_nodes())
+    shard = tmp_path / "c" / SHARD_DIR
+    files = warm_files(shard)
+    gone = files[0].parent
+    for f in gone.iterdir():
+        f.unlink()
+    gone.rmdir()
+    assert warm_shard(shard) == sum(f.stat().st_size for f in files if f.parent != gone)
+    assert not any(f.parent == gone for f in warm_files(shard))
+
+
 def test_a_store_warms_on_open_unless_told_not_to(tmp_path: Path, corpus: Corpus) -> None:  # noqa: F811
     with _open(tmp_path) as s:
         s.add(corpus.copy_nodes())

@@ -8,6 +8,7 @@ A config that is missing, damaged or disagrees with the shard is a ``StoreConfig
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -198,13 +199,14 @@ _CHUNK = 1 << 20
 
 
 def warm_files(shard_dir: Path) -> list[Path]:
-    """The files of ``shard_dir`` that ``warm_shard`` reads."""
+    """The files of ``shard_dir`` that ``warm_shard`` reads. A folder that goes away while it
+    is listed (Edge merges and drops segments as it writes) is passed over (``os.walk``)."""
     found = []
-    for f in sorted((shard_dir / "segments").rglob("*")):
-        rel = f.relative_to(shard_dir).parts
-        if any(d in part for part in rel[:-1] for d in WARM_DIRS) and f.is_file():
-            found.append(f)
-    return found
+    for folder, _dirs, files in os.walk(shard_dir / "segments"):
+        rel = Path(folder).relative_to(shard_dir).parts
+        if any(d in part for part in rel for d in WARM_DIRS):
+            found += [Path(folder) / name for name in sorted(files)]
+    return sorted(found)
 
 
 def warm_shard(shard_dir: Path) -> int:
