@@ -49,7 +49,6 @@ from litrag.narrative.excerpts import (
 )
 from litrag.narrative.router import Route, fold, route
 from litrag.narrative.tools import NarrativeTools, ToolOutput, spread, story_key
-from litrag.query.ahead import asks_for_ending
 from litrag.query.answer import (
     CHARS_PER_TOKEN,
     GUTENQA_SUFFIX,
@@ -318,16 +317,15 @@ class NarrativeQueryEngine(BaseQueryEngine):
             ranked = list(out.ranked)
             cut = None
             if self.book.read_words and named is not None:  # a server reads the blocks whole
-                each, budget = NAMING_WORDS, self.book.read_words
-                # Asked about its end, the story's last block (first in ``ranked``) is read
-                # whole: it may name the character once and then say "he" or an epithet.
-                whole = 1 if story and asks_for_ending(question) else 0
-                budget -= sum(len(format_chunk(n).split()) for n in ranked[:whole])
+                each, whole = NAMING_WORDS, 0
                 if story:  # an arc reads every chapter: its blocks share the budget
+                    # Asked about its end, the last block (first in ``ranked``) is read whole:
+                    # it may name the character once and then say "he" or an epithet.
+                    whole = 1 if out.args.get("ending") else 0
+                    budget = self.book.read_words - len(format_chunk(ranked[0]).split()) * whole
                     chapters = {n.node.metadata.get("chapter_index") for n in ranked}
                     frame = max(len(format_chunk(n, "").split()) for n in ranked)  # heading
-                    share = budget // len(chapters) - frame
-                    each = min(each, max(share, GIST_WORDS))
+                    each = min(each, max(budget // len(chapters) - frame, GIST_WORDS))
                 cut = [None] * whole + [
                     naming_excerpt(passage(n), named, each) for n in ranked[whole:]
                 ]

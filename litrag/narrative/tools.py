@@ -276,7 +276,12 @@ class NarrativeTools:
         return self.index.named_in(ids, int(ch.get("chapter_index", 0)), start, end)
 
     def _steered(
-        self, who: _Who, limit: int | None, query: str | None, story: bool = False
+        self,
+        who: _Who,
+        limit: int | None,
+        query: str | None,
+        story: bool = False,
+        ending: bool = False,
     ) -> list[NodeWithScore]:
         """Passages about a character, best first: where it is introduced (its first blocks),
         where it is named most (for ``story``: each chapter's most, first), then the hybrid
@@ -302,7 +307,7 @@ class NarrativeTools:
         # first blocks would otherwise fill it with the character's opening chapters. Asked
         # about its end ("What does Buck become at the end of the story?"), the last block
         # naming the character leads: the chapter's most-named block may be an earlier scene.
-        last = naming[-1:] if story and query and asks_for_ending(query) else []
+        last = naming[-1:] if story and ending else []
         for n in [*last, *most, *firsts, *found] if story else [*firsts, *most, *found]:
             ranked.setdefault(n.node.node_id, n)
         return list(ranked.values())
@@ -552,11 +557,16 @@ class NarrativeTools:
         where it is introduced, where it is named most (for ``story``: the block naming it
         most in each chapter, for its arc), then the hybrid retrieval of ``query``."""
         limit = self.limit(upto_chapter)
-        args = {"name": name, "query": query, "upto_chapter": limit, "story": story}
+        args: dict[str, Any] = {"name": name, "query": query, "upto_chapter": limit, "story": story}
+        # A story asked about its end leads with the last block naming the character (first
+        # in ``ranked``), which the engine reads whole.
+        ending = story and bool(query) and asks_for_ending(query or "")
+        if ending:
+            args["ending"] = True
         who = self.resolve(name, limit)
         if who is None:
             return self._unknown("character_passages", args, name, limit)
-        ranked = self._steered(who, limit, query, story)
+        ranked = self._steered(who, limit, query, story, ending)
         if not ranked:
             text = f"No passage names {who.name}{self._upto(limit)}."
             return ToolOutput("character_passages", args, text, [], False, limit)

@@ -173,7 +173,7 @@ class EdgeSearch:
         found = self.shard.query_batch(qe.QueryBatchRequest(reqs + self.idf_requests(todo, flt)))
         known.update(self.idf_of(todo, found[len(reqs) :]))
         idf = {t: v for t in ids if (v := known[t]) is not None}
-        sparse = self.windowed(query, flt, weight, found[len(reqs) - 1], kind, idf)
+        sparse = self.windowed(query, weight, found[len(reqs) - 1], kind, idf)
         if mode in _SPARSE_MODES:
             return None, sparse
         return [Hit.of(p) for p in found[0]], sparse
@@ -249,22 +249,19 @@ class EdgeSearch:
     def windowed(
         self,
         query: VectorStoreQuery,
-        flt: qe.Filter | None,
         weight: float,
         points: Sequence[qe.ScoredPoint],
-        kind: WindowKind = "sentences",
-        idf: Mapping[int, float] | None = None,
+        kind: WindowKind,
+        idf: Mapping[int, float],
     ) -> list[Hit]:
         """The sparse candidates re-scored by their best sentence window and cut to the asked
         length, with their new scores (see window_bm25); as they came when the weight is 0.
         Sentences are cut from the kept term ids where the point keeps them, else from its text
-        (read for those only). ``idf``: the query terms' IDF, when already read."""
+        (read for those only). ``idf``: the query terms' IDF (read in the query's batch)."""
         pool = [Hit.of(p) for p in points]
         if weight <= 0 or not pool:
             return pool
         limit = query.sparse_top_k or query.similarity_top_k
-        if idf is None:
-            idf = self.query_idf(query, flt)
         kept: list[Any] = [None] * len(pool)
         if kind == "sentences":
             kept = [

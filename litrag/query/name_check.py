@@ -382,19 +382,18 @@ class NameGate:
 # "John Thornton". A small model picks the nearest name on the page.
 #
 # The test here needs no model: a name that answers the question is written, somewhere in the
-# passages the model read, in the same sentence (or the one before or after, where a pronoun
-# carries it) as
-# two of the words the question asks about (its content words and its names, stemmed as BM25
-# stems them: "wife", "sweater", "Judge", "Lost Cabin"; not "name", "happened" or the book's
-# title). "His father, Elmo, a huge St. Bernard, had been the Judge's inseparable companion, and
-# Buck bid fair to follow in the way of his father" ties Elmo to "Buck's father"; "the memorable
-# night of Manuel's treachery. No one saw him and Buck go off" (with "The Judge was at a meeting"
-# in the same sentence) ties Manuel to "Who stole Buck from Judge Miller's place?". Only names
-# the answer adds count (one the question already says is no answer to it); an answer with no
-# such name is left alone. A draft is withdrawn when none of its new names is tied: one tied name
-# is enough, since a right answer may add a second name in passing.
+# passages the model read, in the same sentence (or the one before or after, where a pronoun carries
+# it) as two of the words the question asks about (its content words and its names, stemmed as BM25
+# stems them: "wife", "sweater", "Judge", "Lost Cabin"; not "name", "happened" or the book's title).
+# "His father, Elmo, a huge St. Bernard, had been the Judge's inseparable companion, and Buck bid
+# fair to follow in the way of his father" ties Elmo to "Buck's father"; "the memorable night of
+# Manuel's treachery. No one saw him and Buck go off" (with "The Judge was at a meeting" in the same
+# sentence) ties Manuel to "Who stole Buck from Judge Miller's place?". Only names the answer adds
+# count (one the question already says is no answer to it); an answer with no such name is left
+# alone. A draft is withdrawn when none of its new names is tied: one tied name is enough, since a
+# right answer may add a second name in passing.
 
-# Words of the question a sentence pair must hold to tie its names to it (all, for a shorter
+# Words of the question a sentence span must hold to tie its names to it (all, for a shorter
 # question). One is too few: the question's own anchor ("Judge" of "Judge Miller's wife") is on
 # every page of its scenes, beside every name there ("Mollie and Alice, the Judge's daughters").
 TIE_WORDS = 2
@@ -441,17 +440,17 @@ def question_terms(question: str, title: str = "") -> list[frozenset[str]]:
     return unique
 
 
-def _sentence_pairs(sources: Iterable[str]) -> list[str]:
+def _sentence_spans(sources: Iterable[str]) -> list[str]:
     """Each sentence of each source joined to the one before and the one after (a pronoun's
     reach either way: "Buck would follow at his heels. His transient masters [...] no master
     could be permanent. He was afraid that Thornton would pass out of his life")."""
     from litrag.segment.sentences import split_sentences
 
-    pairs: list[str] = []
+    spans: list[str] = []
     for text in sources:
         sentences = [s.text for s in split_sentences(text)]
-        pairs += [" ".join(sentences[max(i - 1, 0) : i + 2]) for i in range(len(sentences))]
-    return pairs
+        spans += [" ".join(sentences[max(i - 1, 0) : i + 2]) for i in range(len(sentences))]
+    return spans
 
 
 def tied_names(question: str, sources: Sequence[str], book: BookWords, title: str = "") -> set[str]:
@@ -461,10 +460,10 @@ def tied_names(question: str, sources: Sequence[str], book: BookWords, title: st
     if not terms:
         return tied
     need = min(TIE_WORDS, len(terms))
-    for pair in _sentence_pairs(sources):
-        stems = _stems(pair)
+    for span in _sentence_spans(sources):
+        stems = _stems(span)
         if sum(1 for group in terms if group & stems) >= need:
-            tied.update(_fold(n) for n in names_in(pair, book))
+            tied.update(_fold(n) for n in names_in(span, book))
     return tied
 
 
