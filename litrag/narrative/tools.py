@@ -303,10 +303,8 @@ class NarrativeTools:
             names = [who.name, *(who.character.aliases if who.character else [])]
             found = self._search(" ".join(dict.fromkeys(names)), limit, who.ids[:1])
         ranked: dict[str, NodeWithScore] = {}
-        # A story is read chapter by chapter before anything else: within a reading budget the
-        # first blocks would otherwise fill it with the character's opening chapters. Asked
-        # about its end ("What does Buck become at the end of the story?"), the last block
-        # naming the character leads: the chapter's most-named block may be an earlier scene.
+        # A story reads each chapter first (its opening blocks would fill a budget); asked about
+        # its end, the last block naming the character leads, read whole by the engine.
         last = naming[-1:] if story and ending else []
         for n in [*last, *most, *firsts, *found] if story else [*firsts, *most, *found]:
             ranked.setdefault(n.node.node_id, n)
@@ -558,11 +556,8 @@ class NarrativeTools:
         most in each chapter, for its arc), then the hybrid retrieval of ``query``."""
         limit = self.limit(upto_chapter)
         args: dict[str, Any] = {"name": name, "query": query, "upto_chapter": limit, "story": story}
-        # A story asked about its end leads with the last block naming the character (first
-        # in ``ranked``), which the engine reads whole.
-        ending = story and bool(query) and asks_for_ending(query or "")
-        if ending:
-            args["ending"] = True
+        ending = story and bool(query) and asks_for_ending(query or "")  # the engine reads it
+        args |= {"ending": True} if ending else {}
         who = self.resolve(name, limit)
         if who is None:
             return self._unknown("character_passages", args, name, limit)
