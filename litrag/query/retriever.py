@@ -480,7 +480,7 @@ class BookRetriever(BaseRetriever):
         while read < len(parents) and len(found) < want:
             part = parents[read : read + want - len(found)]
             read += len(part)
-            got = {n.node_id: n for n in self.vector_store.get_nodes(node_ids=part)}
+            got = {n.node_id: n for n in self._blocks(part)}
             missing += sum(p not in got for p in part)
             found.update(got)
         if missing:
@@ -493,6 +493,12 @@ class BookRetriever(BaseRetriever):
             block = found[parent] if child is None else with_evidence(found[parent], child)
             out.append(NodeWithScore(node=block, score=best[parent].score))
         return out
+
+    def _blocks(self, node_ids: list[str]) -> list[BaseNode]:
+        """Blocks by id, without their vectors where the store can leave them out (ours)."""
+        if getattr(self.vector_store, "gets_nodes_without_vectors", False):
+            return self.vector_store.get_nodes(node_ids=node_ids, with_vectors=False)
+        return self.vector_store.get_nodes(node_ids=node_ids)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         question = query_bundle.query_str.strip()

@@ -31,7 +31,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import BaseNode, MetadataMode
@@ -89,6 +89,8 @@ class QdrantServerStore(QdrantVectorStore):
     embedded store does. ``shard_groups``: with ``shard_by_book``, books are spread over this
     many shard keys (None: one key per book).
     """
+
+    gets_nodes_without_vectors: ClassVar[bool] = True  # get_nodes(..., with_vectors=False)
 
     window_vector_name: str | None = Field(
         default=None, description="The window multivector's name; None: one vector per block."
@@ -329,14 +331,16 @@ class QdrantServerStore(QdrantVectorStore):
         limit: int | None = None,
         **kwargs: Any,
     ) -> list[BaseNode]:
-        """Nodes by id (in the order asked) and/or filter, with their dense embeddings."""
+        """Nodes by id (in the order asked) and/or filter, with their dense embeddings unless
+        ``with_vectors=False`` (a retriever's blocks, whose vectors nothing reads)."""
         if not self._collection_initialized or node_ids == []:
             return []
         dense = [self.dense_vector_name]
         if node_ids is not None and filters is None:
             pids = [str(node_id_to_point_id(n)) for n in dict.fromkeys(node_ids)]
+            vectors = dense if kwargs.get("with_vectors", True) else False
             recs = self._client.retrieve(
-                self.collection_name, ids=pids, with_payload=True, with_vectors=dense
+                self.collection_name, ids=pids, with_payload=True, with_vectors=vectors
             )
             by_id = {str(r.id): r for r in recs}
             out = [self._node(by_id[p]) for p in pids if p in by_id]
