@@ -156,6 +156,12 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=0, help="questions per file (0: all)")
     ap.add_argument("--classes", default="", help="comma list of question classes to keep")
     ap.add_argument("--no-route", action="store_true", help="plain passages, no narrative tools")
+    ap.add_argument(
+        "--whole-only",
+        action="store_true",
+        help="the LLM reads whole blocks only: the words they leave do not read the next "
+        "block's winning paragraph (the default before it)",
+    )
     ap.add_argument("--out", type=Path, help="append the JSON lines here")
     ap.add_argument(
         "--rescore",
@@ -245,6 +251,8 @@ def main() -> int:
                         children_store=children,
                         embed_model=embed,
                     )
+                    if args.whole_only:  # the routed engine answers through its book engine
+                        getattr(engines[key], "book", engines[key]).read_next_evidence = False
                 engine = engines[key]
                 t0 = time.perf_counter()
                 stream: AnswerStream = engine.ask(it["question"])

@@ -85,6 +85,7 @@ VARIANTS = {
     "whole, 450 words": (0, 450),
     "whole, 550 words": (0, 550),
     "whole, 650 words (default)": (0, 650),
+    "whole, 700 words": (0, 700),
     "whole, 800 words": (0, 800),
 }
 
@@ -93,15 +94,22 @@ VARIANTS = {
 EVIDENCE_VARIANTS = {
     "evidence, 650 words": ("evidence", 650),
     "best whole + evidence, 650 words": ("lead", 650),
+    "whole + next's evidence, 550 words": ("tail", 550),
+    "whole + next's evidence, 650 words": ("tail", 650),
+    "whole + next's evidence, 700 words": ("tail", 700),
+    "whole + reading on, 650 words": ("read on", 650),
 }
 
 
 def collect(home: Path, books: list[str], sets: list[Path]) -> list[dict]:
+    from llama_index.core.schema import NodeRelationship, NodeWithScore
+
     from litrag.builders import build_query_engine
-    from litrag.query.answer import fit_to_context, within_words
+    from litrag.query.answer import fit_to_context, next_block_evidence, within_words
     from litrag.query.answer_types import passage
     from litrag.query.evidence import evidence_text
     from litrag.query.focus import PassageFocus
+    from litrag.query.reading import in_room, words_left
     from litrag.settings import Settings
 
     s = Settings(home=home)
@@ -130,6 +138,34 @@ def collect(home: Path, books: list[str], sets: list[Path]) -> list[dict]:
                         variants[name] = [chunk for _, chunk in fitted]
                     won = [evidence_text(n.node) or t for n, t in zip(nodes, texts, strict=True)]
                     for name, (how, read) in EVIDENCE_VARIANTS.items():
+                        if how == "tail":  # the engine's default: whole, then the next's winner
+                            whole = fit_to_context(nodes, budget)
+                            fitted = within_words(whole, read)
+                            if tail := next_block_evidence(whole, fitted, read):
+                                fitted.append(tail[:2])
+                            variants[name] = [chunk for _, chunk in fitted]
+                            continue
+                        if how == "read on":  # the block after the first read one not read
+                            whole = fit_to_context(nodes, budget)
+                            fitted = within_words(whole, read)
+                            ids = {n.node.node_id for n, _ in fitted}
+                            after = [
+                                n.node.relationships.get(NodeRelationship.NEXT) for n, _ in fitted
+                            ]
+                            nxt = next(
+                                (a.node_id for a in after if a and a.node_id not in ids), None
+                            )
+                            got = r.vector_store.get_nodes(node_ids=[nxt]) if nxt else []
+                            if got and (
+                                tail := in_room(
+                                    NodeWithScore(node=got[0]),
+                                    passage(NodeWithScore(node=got[0])),
+                                    words_left(fitted, read),
+                                )
+                            ):
+                                fitted.append(tail[:2])
+                            variants[name] = [chunk for _, chunk in fitted]
+                            continue
                         cut = won if how == "evidence" else texts[:1] + won[1:]
                         fitted = within_words(fit_to_context(nodes, budget, cut), read)
                         variants[name] = [chunk for _, chunk in fitted]

@@ -605,10 +605,10 @@ def focus_words(s: Settings) -> int:
 
 
 def read_words(s: Settings) -> int:
-    """Words the answering LLM reads: the best blocks whole while they fit, the first always;
-    0: every block given. Default 650 for the packaged local model (about two blocks, as many
-    words as five 110-word excerpts, which cut out the answer more often: docs/results.md,
-    "What the local model reads"); a configured server reads every block."""
+    """Words the answering LLM reads: the best blocks whole while they fit, the first always,
+    then the next block's winning paragraph in the words left; 0: every block given. Default
+    650 for the packaged local model (docs/results.md, "What the local model reads"); a
+    configured server reads every block."""
     if s.read_words is not None:
         return s.read_words
     return DEFAULT_READ_WORDS if llm_backend(s) == "local" else 0

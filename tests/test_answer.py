@@ -31,9 +31,12 @@ from litrag.query.answer import (
     estimate_tokens,
     fit_to_context,
     format_chunk,
+    next_block_evidence,
     within_words,
 )
+from litrag.query.evidence import evidence_text
 from litrag.query.focus import GAP, PassageFocus
+from litrag.query.reading import TAIL_MIN_WORDS
 from litrag.query.retriever import RetrievalSettings
 from litrag.settings import Settings
 
@@ -163,6 +166,7 @@ def test_the_local_model_reads_its_best_blocks_whole_within_a_word_budget(engine
     n = 1
     while n < len(chunks) and sum(lengths[: n + 1]) <= 650:
         n += 1
+    engine.read_next_evidence = False  # whole blocks only
     answer = AnswerStream.from_response(engine.query(question)).answer()
     prompt = llm.requests[0][-1].content
     # the first n blocks, whole and in rank order, are what the model read and what is cited
@@ -175,6 +179,49 @@ def test_the_local_model_reads_its_best_blocks_whole_within_a_word_budget(engine
     assert within_words(fitted, 0) == fitted
     assert len(within_words(fitted, sum(lengths))) == len(fitted)
     assert len(within_words(fitted, sum(lengths) - 1)) == len(fitted) - 1
+
+
+def test_the_words_left_read_the_next_blocks_winning_paragraph(engine_for):
+    """Whole blocks leave words of the budget unread: they read the paragraph that ranked the
+    first block left out, cut to whole sentences, cited as an excerpt of that block."""
+    llm = ScriptedLLM(["An answer."])
+    engine = engine_for(WILD, llm=llm, read_words=None)
+    assert engine.read_next_evidence  # the default
+    engine.streaming = False
+    for question in (  # the first whose whole blocks leave room (one must, or this shows nothing)
+        "Who killed John Thornton?",
+        FATHER,
+        "Who sold Buck to the stranger at the flag station?",
+        "What does the man in the red sweater beat Buck with?",
+        "Which dog leads the team before Buck?",
+    ):
+        nodes = engine.retriever.retrieve(question)
+        fitted = fit_to_context(nodes, 10**6)
+        kept = within_words(fitted, 650)
+        left = 650 - sum(len(c.split()) for _, c in kept)
+        if len(kept) < len(nodes) and left >= TAIL_MIN_WORDS:
+            break
+    else:
+        pytest.fail("no question left words of the budget unread")
+    answer = AnswerStream.from_response(engine.query(question)).answer()
+    prompt = llm.requests[0][-1].content
+    *whole, tail = answer.sources
+    assert [s.node_id for s in whole] == [x.node.node_id for x, _ in kept]
+    assert all(s.excerpt is None for s in whole) and all(c in prompt for _, c in kept)
+    nxt = nodes[len(kept)]
+    assert tail.node_id == nxt.node.node_id and tail.rank == len(kept) + 1
+    won = " ".join(evidence_text(nxt.node).split())  # the child that ranked the block
+    assert tail.excerpt and tail.excerpt in prompt
+    assert won.startswith(tail.excerpt.removesuffix(" [...]"))  # its opening, in its order
+    frame = len(engine.messages(question, [])[-1].content.split())
+    assert len(prompt.split()) - frame <= 650  # the budget holds, heading and tag counted
+    assert "next block's matching paragraph" in answer.retrieval
+    # fewer words left than the floor, or nothing left out: no part of another block is read
+    assert next_block_evidence(fitted, kept, 650 - left + TAIL_MIN_WORDS - 1) is None
+    assert next_block_evidence(fitted, fitted, 10**6) is None
+    # a paragraph longer than the room is cut at a sentence end, never past the room
+    room_cut = next_block_evidence(fitted, kept, 650 - left + TAIL_MIN_WORDS)
+    assert room_cut is not None and len(room_cut[1].split()) <= TAIL_MIN_WORDS
 
 
 def test_focused_prompt_reads_excerpts_and_cites_whole_blocks(engine_for, embed):

@@ -63,6 +63,7 @@ from litrag.query.reading import (  # re-exported: what the LLM reads
     fit_to_context,
     format_chunk,
     in_story_order,
+    next_block_evidence,
     within_words,
 )
 from litrag.query.retriever import BookRetriever
@@ -97,6 +98,7 @@ __all__ = [
     "fit_to_context",
     "format_chunk",
     "in_story_order",
+    "next_block_evidence",
     "passage",
     "quoted_title",
     "within_words",
@@ -247,6 +249,7 @@ class BookQueryEngine(BaseQueryEngine):
         answer_style: AnswerStyle = "single",
         check_names: bool = True,
         read_words: int = 0,
+        read_next_evidence: bool = True,
     ) -> None:
         """``llm_health`` explains a failed LLM call in the user's terms when it can (the local
         llama.cpp server crashed, and why); its line replaces the HTTP client's.
@@ -254,7 +257,9 @@ class BookQueryEngine(BaseQueryEngine):
         the sentences that answer, then answers from them: ``litrag.query.quote``).
         ``check_names``: names of the question and of the draft read against the book
         (``litrag.query.name_check``). ``read_words``: the LLM reads the best blocks whole while
-        they hold this many words in all, the first always (``within_words``; 0: all given)."""
+        they hold this many words in all, the first always (``within_words``; 0: all given);
+        ``read_next_evidence``: the words they leave read the next block's winning paragraph
+        (``next_block_evidence``)."""
         super().__init__(callback_manager=callback_manager)
         if passage_order not in get_args(PassageOrder):
             raise ValueError(f"passage_order is 'score' or 'story', not {passage_order!r}")
@@ -272,6 +277,7 @@ class BookQueryEngine(BaseQueryEngine):
         self.llm_health = llm_health
         self.check_names = check_names
         self.read_words = read_words
+        self.read_next_evidence = read_next_evidence
 
     # PromptMixin: lets `engine.update_prompts({"qa_prompt": ...})` swap the prompt.
     def _get_prompts(self) -> PromptDictType:
@@ -298,6 +304,8 @@ class BookQueryEngine(BaseQueryEngine):
             parts.append(self.focus.describe())
         if self.read_words and self.llm is not None:
             parts.append(f"the best blocks whole, up to {self.read_words} words")
+            if self.read_next_evidence:
+                parts.append("the words left: the next block's matching paragraph")
         return "; ".join(parts)
 
     def messages(self, question: str, chunks: Sequence[str]) -> list[ChatMessage]:
@@ -369,7 +377,14 @@ class BookQueryEngine(BaseQueryEngine):
             pairs = zip(nodes, cut, strict=True)
             excerpts = {n.node.node_id: e.text for n, e in pairs if not e.is_whole}
         fitted = fit_to_context(nodes, self._budget(), texts)  # the best blocks that fit
-        fitted = within_words(fitted, self.read_words)
+        kept = within_words(fitted, self.read_words)
+        tail = None
+        if texts is None and self.read_next_evidence:  # the words whole blocks leave unread
+            tail = next_block_evidence(fitted, kept, self.read_words)
+        if tail is not None:
+            kept.append(tail[:2])
+            excerpts[tail[0].node.node_id] = tail[2]
+        fitted = kept
         if self.passage_order == "story":
             fitted = in_story_order(fitted)
         used = [n for n, _ in fitted]
@@ -378,7 +393,11 @@ class BookQueryEngine(BaseQueryEngine):
             for i, n in enumerate(used, start=1)
         ]
         if self.answer_style == "quote":
-            read = [texts[nodes.index(n)] if texts is not None else passage(n) for n in used]
+            read = [
+                excerpts.get(n.node.node_id)
+                or (texts[nodes.index(n)] if texts is not None else passage(n))
+                for n in used
+            ]
             return self._quote_then_answer(question, fitted, read, run, used, meta)
         messages = self.messages(question, [c for _, c in fitted])
         return self.call_llm(messages, run, used, meta)
