@@ -38,7 +38,7 @@ from litrag.query.evidence import evidence_text
 from litrag.query.focus import GAP, PassageFocus
 from litrag.query.reading import TAIL_MIN_WORDS
 from litrag.query.retriever import RetrievalSettings
-from litrag.settings import Settings
+from litrag.settings import DEFAULT_READ_WORDS, Settings
 
 FATHER = "What kind of dog was Buck's father?"  # The Call of the Wild, chapter I
 
@@ -158,13 +158,14 @@ def test_the_local_model_reads_its_best_blocks_whole_within_a_word_budget(engine
     question = "Who sold Buck to the stranger at the flag station?"
     llm = ScriptedLLM(["Manuel."])
     engine = engine_for(WILD, llm=llm, read_words=None)
-    assert engine.focus is None and engine.read_words == 650  # the packaged model's default
+    budget = DEFAULT_READ_WORDS
+    assert engine.focus is None and engine.read_words == budget  # the packaged model's default
     engine.streaming = False
     nodes = engine.retriever.retrieve(question)
     chunks = [c for _, c in fit_to_context(nodes, 10**6)]
     lengths = [len(c.split()) for c in chunks]
     n = 1
-    while n < len(chunks) and sum(lengths[: n + 1]) <= 650:
+    while n < len(chunks) and sum(lengths[: n + 1]) <= budget:
         n += 1
     engine.read_next_evidence = False  # whole blocks only
     answer = AnswerStream.from_response(engine.query(question)).answer()
@@ -172,7 +173,8 @@ def test_the_local_model_reads_its_best_blocks_whole_within_a_word_budget(engine
     # the first n blocks, whole and in rank order, are what the model read and what is cited
     assert [s.node_id for s in answer.sources] == [x.node.node_id for x in nodes[:n]]
     assert all(c in prompt for c in chunks[:n]) and not any(c in prompt for c in chunks[n:])
-    assert all(s.excerpt is None for s in answer.sources) and "up to 650 words" in answer.retrieval
+    assert all(s.excerpt is None for s in answer.sources)
+    assert f"up to {budget} words" in answer.retrieval
     # the first block is read even when it alone is over the budget; 0 reads all it is given
     fitted = fit_to_context(nodes, 10**6)
     assert [x for x, _ in within_words(fitted, 5)] == nodes[:1]
@@ -186,10 +188,10 @@ def test_the_words_left_read_the_next_blocks_winning_paragraph(engine_for):
     first block left out, cut to whole sentences, cited as an excerpt of that block."""
     llm = ScriptedLLM(["An answer."])
     engine = engine_for(WILD, llm=llm, read_words=None)
-    assert engine.read_next_evidence  # the default
+    assert engine.read_next_evidence and engine.read_words == DEFAULT_READ_WORDS  # defaults
+    budget = engine.read_words
     engine.streaming = False
     for question in (  # the first whose whole blocks leave room (one must, or this shows nothing)
-        "Who killed John Thornton?",
         FATHER,
         "Who sold Buck to the stranger at the flag station?",
         "What does the man in the red sweater beat Buck with?",
@@ -197,8 +199,8 @@ def test_the_words_left_read_the_next_blocks_winning_paragraph(engine_for):
     ):
         nodes = engine.retriever.retrieve(question)
         fitted = fit_to_context(nodes, 10**6)
-        kept = within_words(fitted, 650)
-        left = 650 - sum(len(c.split()) for _, c in kept)
+        kept = within_words(fitted, budget)
+        left = budget - sum(len(c.split()) for _, c in kept)
         if len(kept) < len(nodes) and left >= TAIL_MIN_WORDS:
             break
     else:
@@ -214,13 +216,13 @@ def test_the_words_left_read_the_next_blocks_winning_paragraph(engine_for):
     assert tail.excerpt and tail.excerpt in prompt
     assert won.startswith(tail.excerpt.removesuffix(" [...]"))  # its opening, in its order
     frame = len(engine.messages(question, [])[-1].content.split())
-    assert len(prompt.split()) - frame <= 650  # the budget holds, heading and tag counted
+    assert len(prompt.split()) - frame <= budget  # the budget holds, heading and tag counted
     assert "next block's matching paragraph" in answer.retrieval
     # fewer words left than the floor, or nothing left out: no part of another block is read
-    assert next_block_evidence(fitted, kept, 650 - left + TAIL_MIN_WORDS - 1) is None
+    assert next_block_evidence(fitted, kept, budget - left + TAIL_MIN_WORDS - 1) is None
     assert next_block_evidence(fitted, fitted, 10**6) is None
     # a paragraph longer than the room is cut at a sentence end, never past the room
-    room_cut = next_block_evidence(fitted, kept, 650 - left + TAIL_MIN_WORDS)
+    room_cut = next_block_evidence(fitted, kept, budget - left + TAIL_MIN_WORDS)
     assert room_cut is not None and len(room_cut[1].split()) <= TAIL_MIN_WORDS
 
 
