@@ -157,10 +157,10 @@ def main() -> int:
     ap.add_argument("--classes", default="", help="comma list of question classes to keep")
     ap.add_argument("--no-route", action="store_true", help="plain passages, no narrative tools")
     ap.add_argument(
-        "--whole-only",
+        "--next-evidence",
         action="store_true",
-        help="the LLM reads whole blocks only: the words they leave do not read the next "
-        "block's winning paragraph (the default before it)",
+        help="the words whole blocks leave read the next block's winning paragraph "
+        "(BookQueryEngine(read_next_evidence=True); off by default)",
     )
     ap.add_argument("--out", type=Path, help="append the JSON lines here")
     ap.add_argument(
@@ -251,8 +251,8 @@ def main() -> int:
                         children_store=children,
                         embed_model=embed,
                     )
-                    if args.whole_only:  # the routed engine answers through its book engine
-                        getattr(engines[key], "book", engines[key]).read_next_evidence = False
+                    if args.next_evidence:  # the routed engine answers through its book engine
+                        getattr(engines[key], "book", engines[key]).read_next_evidence = True
                 engine = engines[key]
                 t0 = time.perf_counter()
                 stream: AnswerStream = engine.ask(it["question"])

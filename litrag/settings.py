@@ -596,7 +596,7 @@ def _explain(exc: ValidationError, given: dict[str, Any], names: dict[str, str])
     return f"{name} {why}, got {shown!r}"
 
 
-DEFAULT_READ_WORDS = 550
+DEFAULT_READ_WORDS = 650
 
 
 def focus_words(s: Settings) -> int:
@@ -605,9 +605,9 @@ def focus_words(s: Settings) -> int:
 
 
 def read_words(s: Settings) -> int:
-    """Words the answering LLM reads: the best blocks whole while they fit, the first always,
-    then the next block's winning paragraph in the words left; 0: every block given. Default
-    550 for the packaged local model (docs/results.md, "The words whole blocks leave"); a
+    """Words the answering LLM reads: the best blocks whole while they fit, the first always;
+    0: every block given. Default 650 for the packaged local model (docs/results.md, "What the
+    local model reads", and "The words whole blocks leave" for what was tried since); a
     configured server reads every block."""
     if s.read_words is not None:
         return s.read_words

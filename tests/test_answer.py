@@ -167,7 +167,6 @@ def test_the_local_model_reads_its_best_blocks_whole_within_a_word_budget(engine
     n = 1
     while n < len(chunks) and sum(lengths[: n + 1]) <= budget:
         n += 1
-    engine.read_next_evidence = False  # whole blocks only
     answer = AnswerStream.from_response(engine.query(question)).answer()
     prompt = llm.requests[0][-1].content
     # the first n blocks, whole and in rank order, are what the model read and what is cited
@@ -188,7 +187,8 @@ def test_the_words_left_read_the_next_blocks_winning_paragraph(engine_for):
     first block left out, cut to whole sentences, cited as an excerpt of that block."""
     llm = ScriptedLLM(["An answer."])
     engine = engine_for(WILD, llm=llm, read_words=None)
-    assert engine.read_next_evidence and engine.read_words == DEFAULT_READ_WORDS  # defaults
+    assert not engine.read_next_evidence and engine.read_words == DEFAULT_READ_WORDS  # defaults
+    engine.read_next_evidence = True  # the option: BookQueryEngine(read_next_evidence=True)
     budget = engine.read_words
     engine.streaming = False
     for question in (  # the first whose whole blocks leave room (one must, or this shows nothing)

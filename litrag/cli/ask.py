@@ -282,7 +282,7 @@ def add_parsers(sub: Any) -> None:
         "--top-k",
         type=int,
         help="blocks retrieved for the LLM (default 5; the packaged local model reads the best "
-        "of them whole, up to $LITRAG_READ_WORDS words, default 550)",
+        "of them whole, up to $LITRAG_READ_WORDS words, default 650)",
     )
     ask.add_argument(
         "--timeout", type=float, help="seconds the LLM may stay silent (default 120; local 900)"

@@ -512,7 +512,7 @@ def add_parsers(sub: Any) -> None:
         "--top-k",
         type=int,
         help="blocks retrieved for the LLM (default 5; the packaged local model reads the best "
-        "of them whole, up to $LITRAG_READ_WORDS words, default 550)",
+        "of them whole, up to $LITRAG_READ_WORDS words, default 650)",
     )
     ea.add_argument("--answer-tokens", type=int, default=256, help="answer length cap")
     ea.add_argument(
@@ -534,7 +534,7 @@ def add_parsers(sub: Any) -> None:
         type=int,
         default=None,
         help="words the LLM reads in all: the best passages whole while they fit, the first "
-        "always (0: all --top-k; default as `litrag ask`: $LITRAG_READ_WORDS, else 550 for the "
+        "always (0: all --top-k; default as `litrag ask`: $LITRAG_READ_WORDS, else 650 for the "
         "local model, all for a server)",
     )
     ea.add_argument("--judge", choices=["local"], help="judge with the packaged local LLM")

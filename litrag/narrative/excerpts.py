@@ -1,6 +1,6 @@
 """What a small model reads of the blocks a narrative tool found, within its word budget.
 
-The packaged model reads 550 words (``LITRAG_READ_WORDS``); a block is ~270. Whole, that is two
+The packaged model reads 650 words (``LITRAG_READ_WORDS``); a block is ~270. Whole, that is two
 blocks, which serves a passage question (the best blocks first) but not a question whose answer
 runs through many blocks. Two cuts, both of the book's own sentences, "[...]" where sentences
 were left out; only the prompt reads them, the block stays the cited source:
@@ -25,7 +25,7 @@ from litrag.query.bm25 import tokenize
 from litrag.segment.sentences import Sentence, split_sentences
 
 GAP = "[...]"
-NAMING_WORDS = 120  # of a block, at most: four or five blocks within the local model's 550
+NAMING_WORDS = 120  # of a block, at most: five or six blocks within the local model's 650
 
 
 def naming_pattern(names: list[str]) -> re.Pattern[str] | None:
