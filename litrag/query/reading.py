@@ -14,11 +14,11 @@ from llama_index.core.schema import NodeWithScore
 from litrag.query.answer_types import passage
 from litrag.query.evidence import evidence_text
 from litrag.segment.quoting import quoted
+from litrag.segment.sentences import split_sentences
 
 PASSAGE_TAG = "passage"
 CHARS_PER_TOKEN = 3.0  # conservative for English prose (Qwen / Llama tokenizers give ~4)
 TAIL_MIN_WORDS = 40  # fewer words left than this: no part of the next block is read
-_SENTENCE_END = (".", "!", "?", ".”", "!”", "?”", '."', '!"', '?"')
 
 
 def chunk_heading(nws: NodeWithScore) -> str:
@@ -127,24 +127,30 @@ def in_room(
     if left < min_words:
         return None
     room = left - len(format_chunk(nws, "").split())  # the tag and heading cost words too
-    cut = _whole_sentences(text.split(), room)
+    cut = _whole_sentences(text, room)
     if not cut:
         return None
     return nws, format_chunk(nws, cut), cut
 
 
-def _whole_sentences(tokens: list[str], room: int) -> str:
-    """The first ``room`` words of ``tokens``, ended at the last sentence end among them when
-    there is one past the first half (else cut mid-sentence, marked ``[...]``)."""
-    if len(tokens) <= room:
-        return " ".join(tokens)
+def _whole_sentences(text: str, room: int) -> str:
+    """The opening of ``text`` within ``room`` words, whitespace folded: its whole sentences
+    (``split_sentences``) while they fit, or, when those fill less than half the room, the
+    first ``room`` words marked ``[...]``."""
+    words = text.split()
+    if len(words) <= room:
+        return " ".join(words)
     if room <= 0:
         return ""
-    head = tokens[:room]
-    ends = [i for i, t in enumerate(head) if t.endswith(_SENTENCE_END)]
-    if ends and ends[-1] + 1 >= room // 2:
-        return " ".join(head[: ends[-1] + 1])
-    return " ".join(head) + " [...]"
+    end = 0
+    for sentence in split_sentences(text):
+        if len(text[: sentence.end].split()) > room:
+            break
+        end = sentence.end
+    kept = text[:end].split()
+    if kept and len(kept) >= room // 2:
+        return " ".join(kept)
+    return " ".join(words[:room]) + " [...]"
 
 
 def in_story_order(fitted: list[tuple[NodeWithScore, str]]) -> list[tuple[NodeWithScore, str]]:

@@ -454,7 +454,7 @@ class BookRetriever(BaseRetriever):
         for child in self.rank_children(question):  # best first: the first child per block
             best.setdefault(str(child.node.metadata.get(PARENT_KEY) or ""), child)
         best.pop("", None)  # a child without a block (never written so) ranks nothing
-        found = {n.node_id: n for n in self.vector_store.get_nodes(node_ids=list(best))}
+        found = {n.node_id: n for n in self._blocks(list(best))}
         if missing := [b for b in best if b not in found]:
             logger.error("%d ranked children have no block in the store", len(missing))
         return [
