@@ -378,7 +378,7 @@ def add_parsers(sub: Any) -> None:
         default="dense,bm25,hybrid",
         help="dense, bm25, hybrid, hybrid+rerank (added by --reranker)",
     )
-    er.add_argument("--fusion", default="rsf,rrf", help="hybrid fusions: rsf (relative score), rrf")
+    er.add_argument("--fusion", default="rsf,rrf", help="hybrid fusions: rsf (relative score), rrf, dbsf (distribution-based)")
     er.add_argument(
         "--alpha", default="0.3,0.5", help="dense weight(s) in hybrid (0.3: the embedded preset)"
     )
@@ -480,7 +480,7 @@ def add_parsers(sub: Any) -> None:
         "paragraphs@WORDS; small-to-big: CHUNKER>paragraphs, CHUNKER>aligned)",
     )
     eh.add_argument("--modes", default="dense,bm25,hybrid", help="as `eval retrieval`")
-    eh.add_argument("--fusion", default="rsf", help="hybrid fusions: rsf, rrf")
+    eh.add_argument("--fusion", default="rsf", help="hybrid fusions: rsf, rrf, dbsf")
     eh.add_argument("--alpha", default="0.3", help="dense weight(s) in hybrid (0.3: the library's)")
     eh.add_argument("--top-k", type=int, default=DEFAULT_TOP_K)
     eh.add_argument("--view", choices=["embed", "text", "nosubtitle"], default="embed")

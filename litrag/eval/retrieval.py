@@ -10,6 +10,8 @@ over that book's chunks) in each mode:
 - ``bm25``: sparse BM25 (Snowball stems), ``avg_len`` fitted to the book's chunks by default;
 - ``hybrid-rsf a=A``: LlamaIndex's relative-score fusion, ``A`` weighting dense;
 - ``hybrid-rrf a=A``: reciprocal-rank fusion (k=60), ``A`` weighting dense;
+- ``hybrid-dbsf a=A``: as rsf, each list normalised by mean +/- 3 standard deviations (Qdrant's
+  distribution-based score fusion);
 - ``hybrid-… +rerank``: that hybrid list reordered by a reranker (``Qwen3Reranker``), only when
   one is given.
 
@@ -84,7 +86,7 @@ class Mode:
     ``rerank`` is that hybrid list reordered by a reranker."""
 
     kind: Literal["dense", "bm25", "hybrid", "rerank"]
-    fusion: Literal["rsf", "rrf"] | None = None
+    fusion: Literal["rsf", "rrf", "dbsf"] | None = None
     alpha: float | None = None
 
     @property
@@ -107,8 +109,8 @@ def parse_modes(
             out.append(Mode(kind))  # type: ignore[arg-type]
         elif kind in ("hybrid", "hybrid+rerank"):
             for fusion in fusions:
-                if fusion not in ("rsf", "rrf"):
-                    raise ValueError(f"unknown fusion {fusion!r} (rsf or rrf)")
+                if fusion not in ("rsf", "rrf", "dbsf"):
+                    raise ValueError(f"unknown fusion {fusion!r} (rsf, rrf or dbsf)")
                 k = "hybrid" if kind == "hybrid" else "rerank"
                 out.extend(Mode(k, fusion, float(a)) for a in alphas)  # type: ignore[arg-type]
         else:
@@ -387,7 +389,7 @@ def evaluate_chunker(
                 spans_total += len(needles)
                 spans_split += sum(not any(nd in c for c in norm) for nd in needles)
                 for mode in modes:
-                    store.hybrid_fusion = "rrf" if mode.fusion == "rrf" else "relative_score"
+                    store.hybrid_fusion = {"rrf": "rrf", "dbsf": "dbsf"}.get(mode.fusion or "", "relative_score")
                     asked = _query(mode, q.question, qvec.tolist(), book.book_id, top_k, cand)
                     if spec.children:  # rank the children, collapse them to their blocks
                         res = store.query(_child_query(asked, mode, cand))

@@ -71,7 +71,12 @@ from litrag.query.edge_points import (
 )
 from litrag.query.edge_schema import DOC_ID_KEY, SHARD_DIR, EdgeStoreConfig, remove_owner
 from litrag.query.edge_search import EdgeSearch, HybridFusionCallable, IdfCache
-from litrag.query.fusion import Fusion, reciprocal_rank_fusion, relative_score_fusion
+from litrag.query.fusion import (
+    Fusion,
+    distribution_score_fusion,
+    reciprocal_rank_fusion,
+    relative_score_fusion,
+)
 from litrag.query.kept_terms import pack_terms
 from litrag.query.window_bm25 import DEFAULT_POOL, WindowKind, sentence_terms
 
@@ -120,9 +125,12 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             "128, 0.99 at 256, 0.999 exact. Per query: search_params={'hnsw_ef'|'exact': ...}."
         ),
     )
-    hybrid_fusion: Literal["relative_score", "rrf"] = Field(
+    hybrid_fusion: Fusion = Field(
         default="relative_score",
-        description="Hybrid fusion: LlamaIndex's relative-score fusion, or reciprocal-rank fusion.",
+        description=(
+            "Hybrid fusion: LlamaIndex's relative-score fusion (default), reciprocal-rank fusion, or "
+            "distribution-based score fusion (dbsf: mean +/- 3 standard deviations as Qdrant)."
+        ),
     )
     rrf_k: int = Field(default=60, description="k of reciprocal-rank fusion.")
     sparse_idf_scope: Literal["collection", "filter"] = Field(
@@ -527,6 +535,8 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             fuse, fusion = self._fusion_fn, None
         elif self.hybrid_fusion == "rrf":
             fuse, fusion = partial(reciprocal_rank_fusion, k=self.rrf_k), "rrf"
+        elif self.hybrid_fusion == "dbsf":
+            fuse, fusion = distribution_score_fusion, "dbsf"
         return EdgeSearch(
             shard=self._shard,
             config=self.config,

@@ -54,7 +54,12 @@ from litrag.query.edge_points import (
     node_id_to_point_id,
     paged,
 )
-from litrag.query.fusion import reciprocal_rank_fusion, relative_score_fusion
+from litrag.query.fusion import (
+    Fusion,
+    distribution_score_fusion,
+    reciprocal_rank_fusion,
+    relative_score_fusion,
+)
 from litrag.query.kept_terms import pack_terms
 from litrag.query.server_search import TERMS_KEY, ServerSearch
 from litrag.query.server_shards import books_of, keys_for, shard_key
@@ -112,7 +117,7 @@ class QdrantServerStore(QdrantVectorStore):
     sparse_window_pool: int = Field(
         default=DEFAULT_POOL, ge=1, description="BM25 candidates re-scored by their windows."
     )
-    hybrid_fusion: Literal["relative_score", "rrf"] = Field(
+    hybrid_fusion: Fusion = Field(
         default="relative_score", description="As QdrantEdgeVectorStore.hybrid_fusion."
     )
     shard_by_book: bool = Field(
@@ -141,7 +146,7 @@ class QdrantServerStore(QdrantVectorStore):
         sparse_window_weight: float = 0.0,
         sparse_window_kind: WindowKind = "sentences",
         sparse_window_pool: int = DEFAULT_POOL,
-        hybrid_fusion: Literal["relative_score", "rrf"] = "relative_score",
+        hybrid_fusion: Fusion = "relative_score",
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -400,6 +405,8 @@ class QdrantServerStore(QdrantVectorStore):
         fuse = relative_score_fusion
         if self.hybrid_fusion == "rrf":
             fuse = partial(reciprocal_rank_fusion, k=60)
+        elif self.hybrid_fusion == "dbsf":
+            fuse = distribution_score_fusion
         return ServerSearch(self, fuse).run(query, kwargs)
 
     def query_filter(self, query: VectorStoreQuery) -> models.Filter | None:
