@@ -378,7 +378,11 @@ def add_parsers(sub: Any) -> None:
         default="dense,bm25,hybrid",
         help="dense, bm25, hybrid, hybrid+rerank (added by --reranker)",
     )
-    er.add_argument("--fusion", default="rsf,rrf", help="hybrid fusions: rsf (relative score), rrf, dbsf (distribution-based)")
+    er.add_argument(
+        "--fusion",
+        default="rsf,rrf",
+        help="hybrid fusions: rsf (relative score), rrf, dbsf (distribution-based)",
+    )
     er.add_argument(
         "--alpha", default="0.3,0.5", help="dense weight(s) in hybrid (0.3: the embedded preset)"
     )

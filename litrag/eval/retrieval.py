@@ -67,6 +67,7 @@ from litrag.eval.registry import (
     slug,
 )
 from litrag.eval.spans import normalize
+from litrag.query.fusion import Fusion
 from litrag.query.window_bm25 import DEFAULT_POOL
 from litrag.query.windows import SentenceWindowEncoder
 
@@ -95,6 +96,10 @@ class Mode:
             return self.kind
         hybrid = f"hybrid-{self.fusion} a={self.alpha:g}"
         return hybrid + "+rerank" if self.kind == "rerank" else hybrid
+
+
+# The store's name of each harness fusion (rsf is LlamaIndex's "relative_score").
+_STORE_FUSION: dict[str, Fusion] = {"rsf": "relative_score", "rrf": "rrf", "dbsf": "dbsf"}
 
 
 def parse_modes(
@@ -389,7 +394,7 @@ def evaluate_chunker(
                 spans_total += len(needles)
                 spans_split += sum(not any(nd in c for c in norm) for nd in needles)
                 for mode in modes:
-                    store.hybrid_fusion = {"rrf": "rrf", "dbsf": "dbsf"}.get(mode.fusion or "", "relative_score")
+                    store.hybrid_fusion = _STORE_FUSION.get(mode.fusion or "", "relative_score")
                     asked = _query(mode, q.question, qvec.tolist(), book.book_id, top_k, cand)
                     if spec.children:  # rank the children, collapse them to their blocks
                         res = store.query(_child_query(asked, mode, cand))

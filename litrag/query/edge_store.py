@@ -128,8 +128,8 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
     hybrid_fusion: Fusion = Field(
         default="relative_score",
         description=(
-            "Hybrid fusion: LlamaIndex's relative-score fusion (default), reciprocal-rank fusion, or "
-            "distribution-based score fusion (dbsf: mean +/- 3 standard deviations as Qdrant)."
+            "Hybrid fusion: LlamaIndex's relative-score fusion (default), reciprocal-rank "
+            "fusion, or distribution-based score fusion (dbsf: mean +/- 3 sd, as Qdrant's)."
         ),
     )
     rrf_k: int = Field(default=60, description="k of reciprocal-rank fusion.")
