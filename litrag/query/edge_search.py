@@ -8,7 +8,7 @@ with the engine's own IDF of each query term read back. Hybrid runs both in one 
 them (``fusion``).
 
 Cost (``benchmarks/bench_retrieval_scale.py``): a point's payload costs per point read, and a
-node's decoding (JSON, then pydantic) more, so the pool of 100 is read with its kept sentence
+node's decoding (JSON, then pydantic) more, so the BM25 pool is read with its kept sentence
 term ids only and a node is decoded only for what a query returns; ``hits`` returns ids, scores
 and a few payload keys, and decodes nothing. The IDF read back per term is kept per filter until
 the store is next written (``IdfCache``), so a reader's next question about a book skips it.
