@@ -2,7 +2,7 @@
 
 A small model's worst answer is a confident name the passages do not hold ("Who built the Lost
 Cabin?" -> "John Thornton"; "Who is Sherlock Holmes's brother?" -> "Mycroft", a name The
-Adventures never writes). Three checks catch what they can by construction, with no model:
+Adventures never writes). Four checks catch what they can by construction, with no model:
 
 - **the question names only people the book never mentions** (up to the reader's spoiler
   limit): the honest reply is that, said without calling the LLM ("Who is Professor Moriarty?"
@@ -14,7 +14,9 @@ Adventures never writes). Three checks catch what they can by construction, with
   says what was dropped;
 - **a name given for a question that asks for one is not tied to it**: the passages hold it, but
   never beside what the question asks about ("Judge Miller's wife" -> "Mollie", one of his
-  daughters): withdrawn the same way (``untied_names``, the last section of this module).
+  daughters): withdrawn the same way (``untied_names``, a later section of this module);
+- **the answer only says the question back** ("Who killed Thornton?" -> "John Thornton killed
+  Thornton"): no word the question lacks, so no answer (``echoed_names``, the last section).
 
 What a name is comes from the book's own usage, not a model: a capitalised word that the book
 (the blocks within the limit) never writes in lower case, or never writes at all, and that is no
@@ -304,10 +306,11 @@ def withdraw_unsupported(
     obeyed = [w for w in orders if w in said and w not in book.lowercase]
     names = [] if obeyed else unsupported_names(run.text, texts, asked, book, known)
     untied = [] if obeyed or names else untied_names(run.text, asked, texts, book, known)
-    if not names and not obeyed and not untied:
+    echoed = [] if obeyed or names or untied else echoed_names(run.text, asked, book, known)
+    if not names and not obeyed and not untied and not echoed:
         return
-    logger.info("answer withheld: %s (%r)", names or obeyed or untied, run.text)
-    run.draft, run.withheld = run.text, names or obeyed or untied
+    logger.info("answer withheld: %s (%r)", names or obeyed or untied or echoed, run.text)
+    run.draft, run.withheld = run.text, names or obeyed or untied or echoed
     if hidden := _not_met(names, book, run.upto_chapter):  # a spoiler, maybe: never echoed
         for name in hidden:
             run.draft = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", NOT_MET, run.draft)
@@ -321,8 +324,10 @@ def withdraw_unsupported(
         )
     elif names:
         note = dropped_note(names)
-    else:
+    elif untied:
         note = untied_note(untied)
+    else:
+        note = echoed_note(echoed)
     run.text = f"{no_answer_text(title, run.upto_chapter)} {note}"
 
 
@@ -503,3 +508,56 @@ def untied_note(names: Sequence[str]) -> str:
         f"(A draft answer said {who}, but no passage ties that name to what the question asks "
         "about, so it was withheld.)"
     )
+
+
+# ------------------------------------------------ an answer that only says the question back
+# "Who killed Thornton?" -> "John Thornton killed Thornton."; "What is Alice's last name?" ->
+# "Alice". A small model with the right passage in front of it still answers with the person the
+# question is about. Such an answer holds no word the question lacks (the question's person
+# counts with the rest of their name: "John Thornton" is the "Thornton" asked about), so it cannot
+# be the answer, whatever the passages say: withdrawn for the plain "the passages do not say". A
+# question that names two people or offers a choice ("Who wins, Buck or Spitz?") may be answered
+# with one of its own names, so it is left alone, as is a question that wants no content (yes/no).
+
+_WH = re.compile(r"^\W*(?:who|whom|whose|what|which|where|when|why|how)\b|\bnamed?\b", re.I)
+
+
+def _name_runs(text: str, book: BookWords) -> list[list[str]]:
+    """The names of ``text`` (by the book's usage) in runs of adjacent words: "John Thornton"."""
+    names = {_fold(n) for n in names_in(text, book)}
+    runs: list[list[str]] = []
+    end = -1
+    for m in _WORD.finditer(text):
+        word = m.group()
+        if _fold(word) not in names:
+            end = -1
+            continue
+        if end >= 0 and not text[end : m.start()].strip():
+            runs[-1].append(word)
+        else:
+            runs.append([word])
+        end = m.end()
+    return runs
+
+
+def echoed_names(answer: str, question: str, book: BookWords, title: str = "") -> list[str]:
+    """The names of ``answer`` when it adds nothing to a wh-question about one person (every word
+    it holds is the question's, the title's, or part of the asked person's name); [] otherwise."""
+    if not _WH.search(question) or re.search(r"\bor\b", question, re.I):
+        return []
+    asked_runs = _name_runs(question, book)
+    if len(asked_runs) != 1:
+        return []
+    asked = {_fold(w) for w in asked_runs[0]}
+    runs = _name_runs(answer, book)
+    if not runs or any(not asked & {_fold(w) for w in run} for run in runs):
+        return []
+    said = _stems(answer) - _stems(f"{question} {title}")
+    said -= _stems(" ".join(w for run in runs for w in run))
+    return [] if said else [" ".join(run) for run in runs]
+
+
+def echoed_note(names: Sequence[str]) -> str:
+    """What the revised reply says of a draft that only said the question back."""
+    who = ", ".join(f"“{n}”" for n in names)
+    return f"(A draft answer gave only {who}, whom the question itself names, so it was withheld.)"
