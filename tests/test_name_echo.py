@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
+from test_name_tie import a_run
 
 from litrag.ingestion.gutenberg import load_book
-from litrag.query.answer_types import AnswerRun
 from litrag.query.name_check import BookWords, echoed_names, withdraw_unsupported
 
 TITLE = "The Call of the Wild"
@@ -26,20 +26,6 @@ def wild(books_dir: Path) -> tuple[list[str], BookWords]:
     return paragraphs, BookWords.of([text])
 
 
-def a_run(question: str, text: str) -> AnswerRun:
-    run = AnswerRun(
-        question=question,
-        sources=[],
-        mode="llm",
-        answered_by="a draft",
-        retrieval="",
-        book_ids=["pg215"],
-        upto_chapter=None,
-    )
-    run.text = text
-    return run
-
-
 def test_a_draft_that_names_only_the_person_asked_about_is_withdrawn(wild):
     paragraphs, words = wild
     # The attack and the morning after: "John Thornton" stands beside "killed" there, so the
@@ -49,7 +35,8 @@ def test_a_draft_that_names_only_the_person_asked_about_is_withdrawn(wild):
         next(p for p in paragraphs if p.startswith("All day Buck brooded by the pool")),
     ]
     used = [NodeWithScore(node=TextNode(text=t), score=1.0) for t in sources]
-    run = a_run("Who killed Thornton?", "John Thornton killed Thornton.")
+    run = a_run("Who killed Thornton?")
+    run.text = "John Thornton killed Thornton."
     withdraw_unsupported(run, used, words, TITLE)
     assert run.draft == "John Thornton killed Thornton."
     assert run.withheld == ["John Thornton", "Thornton"]
