@@ -7,6 +7,7 @@ before it decodes a node, so both give the same order and scores.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Hashable, Sequence
 from typing import Literal, TypeVar
 
@@ -103,8 +104,6 @@ def _fused(
 def _three_sigma(pairs: list[tuple[K, float]]) -> dict[K, float]:
     """Distribution-based normalisation (Qdrant's DBSF): mean -/+ 3 standard deviations of the
     list map to 0 and 1, clipped."""
-    import statistics
-
     vals = [s for _, s in pairs]
     mu, sd = statistics.fmean(vals), statistics.pstdev(vals)
     if sd == 0:
