@@ -306,7 +306,7 @@ def withdraw_unsupported(
     obeyed = [w for w in orders if w in said and w not in book.lowercase]
     names = [] if obeyed else unsupported_names(run.text, texts, asked, book, known)
     untied = [] if obeyed or names else untied_names(run.text, asked, texts, book, known)
-    echoed = [] if obeyed or names or untied else echoed_names(run.text, asked, book, known)
+    echoed = [] if obeyed or names or untied else echoed_names(run.text, asked, book)
     if not names and not obeyed and not untied and not echoed:
         return
     logger.info("answer withheld: %s (%r)", names or obeyed or untied or echoed, run.text)
@@ -540,9 +540,11 @@ def _name_runs(text: str, book: BookWords) -> list[list[str]]:
     return runs
 
 
-def echoed_names(answer: str, question: str, book: BookWords, title: str = "") -> list[str]:
+def echoed_names(answer: str, question: str, book: BookWords) -> list[str]:
     """The names of ``answer`` when it adds nothing to a wh-question about one person (every word
-    it holds is the question's, the title's, or part of the asked person's name); [] otherwise."""
+    it holds is the question's, or part of the asked person's name); [] otherwise. The title and
+    the chapter headings do not count as the question's: "A Mad Tea-Party" heads the chapter
+    where "The Hatter and the March Hare are both mad" is an answer."""
     if not _WH.search(question) or re.search(r"\bor\b", question, re.I):
         return []
     asked_runs = _name_runs(question, book)
@@ -552,7 +554,7 @@ def echoed_names(answer: str, question: str, book: BookWords, title: str = "") -
     runs = _name_runs(answer, book)
     if not runs or any(not asked & {_fold(w) for w in run} for run in runs):
         return []
-    said = _stems(answer) - _stems(f"{question} {title}")
+    said = _stems(answer) - _stems(question)
     said -= _stems(" ".join(w for run in runs for w in run))
     return [] if said else [" ".join(run) for run in runs]
 
