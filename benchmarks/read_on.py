@@ -13,6 +13,10 @@ block that follows it in the book:
 - bounded: the same order, but no block may fall below the rank of its best child (where
   small-to-big put it), so the property "a block ranks no worse than its paragraph" still holds.
 
+A third way, bridging: a block not ranked (or ranked low) whose previous and next blocks are both
+among the first K takes min (or the geometric mean) of their scores, and the list is sorted
+again (a question's words may match the setup and the aftermath of an event told in other words).
+
 It prints MRR@20 / hit@3 per question set and book half, and how many questions had a gold block
 pushed below its best child's rank (the property broken). Gold: the block holds the question's
 ``chunk_must_contain`` span (the harness's match). Questions: the public GutenQA set and the
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -48,6 +53,31 @@ def read_on(
         if nxt not in scores:
             order.append(nxt)
         scores[nxt] = max(scores.get(nxt, 0.0), weight * score)
+    pos = {k: i for i, k in enumerate(order)}
+    return sorted(order, key=lambda k: (-scores[k], pos[k]))
+
+
+def bridge(
+    ranked: Sequence[tuple[str, float]],
+    next_of: Callable[[str], str | None],
+    prev_of: Callable[[str], str | None],
+    depth: int,
+    how: str,
+) -> list[str]:
+    """Bridging: a block whose neighbours both rank in the first ``depth`` takes min (or the
+    geometric mean, ``how="gm"``) of their scores, if that is more than its own."""
+    scores = dict(ranked)
+    order = [k for k, _ in ranked]
+    top = order[:depth]
+    for a in top:
+        b = next_of(a)
+        for c in top:
+            if b is None or c == a or prev_of(c) != b:
+                continue
+            s = min(scores[a], scores[c]) if how == "min" else math.sqrt(scores[a] * scores[c])
+            if b not in scores:
+                order.append(b)
+            scores[b] = max(scores.get(b, 0.0), s)
     pos = {k: i for i, k in enumerate(order)}
     return sorted(order, key=lambda k: (-scores[k], pos[k]))
 
@@ -88,6 +118,7 @@ def collect(home: Path, books: list[str], sets: list[Path]) -> list[dict]:
         )
         texts: dict[str, str] = {}
         nexts: dict[str, str | None] = {}
+        prevs: dict[str, str | None] = {}
         try:
             for path in sets:
                 for line in path.read_text().splitlines():
@@ -103,18 +134,23 @@ def collect(home: Path, books: list[str], sets: list[Path]) -> list[dict]:
                         texts[n.node_id] = passage(n)
                         rel = n.node.relationships.get(NodeRelationship.NEXT)
                         nexts[n.node_id] = rel.node_id if rel else None
-                    want = [x for x in nexts.values() if x and x not in texts]
+                        rel = n.node.relationships.get(NodeRelationship.PREVIOUS)
+                        prevs[n.node_id] = rel.node_id if rel else None
+                    near = [*nexts.values(), *prevs.values()]
+                    want = list(dict.fromkeys(x for x in near if x and x not in texts))
                     for n in r.vector_store.get_nodes(node_ids=want):
                         texts[n.node_id] = n.get_content()
                     span = q["chunk_must_contain"]
                     ids = [n.node_id for n in nodes]
-                    pool = set(ids) | {nexts[i] for i in ids[:DEPTH] if nexts.get(i)}
+                    pool = set(ids) | {x for i in ids if (x := nexts.get(i)) and x in texts}
+                    pool |= {x for i in ids if (x := prevs.get(i)) and x in texts}
                     rows.append(
                         {
                             "set": path.stem,
                             "book": book,
                             "ranked": [(n.node_id, n.score or 0.0) for n in nodes],
                             "next": {i: nexts[i] for i in ids if nexts.get(i)},
+                            "prev": {i: prevs[i] for i in ids if prevs.get(i)},
                             "bound": {i: bound[i] for i in ids},
                             "gold": [
                                 i for i in pool if i in texts and contains_span(texts[i], span)
@@ -152,6 +188,11 @@ def main() -> int:
         variants[f"bounded W={w:g}"] = lambda r, w=w: bounded(
             read_on(r["ranked"], r["next"].get, w), [k for k, _ in r["ranked"]], r["bound"]
         )
+    for depth in (5, 10, 20):
+        for how in ("min", "gm"):
+            variants[f"bridge K={depth} {how}"] = lambda r, d=depth, h=how: bridge(
+                r["ranked"], r["next"].get, r["prev"].get, d, h
+            )
     print("| variant | " + " | ".join(f"{g} ({len(groups[g])})" for g in names) + " | broken |")
     print("|---|" + "---:|" * (len(names) + 1))
     for name, f in variants.items():
