@@ -11,10 +11,10 @@ keeps, through the engine's own functions (``fit_to_context``, ``within_words``)
 - excerpts of 110 (the local model's reading before): each block cut to the sentences nearest
   the question (``litrag.query.focus``), ~460 words in all;
 - whole blocks, best first, while their chunks (heading and context sentences included)
-  hold N words in all, the first always: 450, 550, 650 (the local model's default before), 700,
+  hold N words in all, the first always: 450, 550, 650 (the local model's default), 700,
   800;
 - the same, then the words left read the next block's winning paragraph (``next_block_evidence``;
-  550 is the local model's default now), or the opening of the block after a block read
+  an option, tried at 550 and 650), or the opening of the block after a block read
   ("reading on"); and the winning paragraphs alone (see ``EVIDENCE_VARIANTS``).
 
 Gold, per question set: GutenQA-style sets (the public set, the blind frozen set): a sentence of

@@ -114,8 +114,8 @@ def parse_modes(
             out.append(Mode(kind))  # type: ignore[arg-type]
         elif kind in ("hybrid", "hybrid+rerank"):
             for fusion in fusions:
-                if fusion not in ("rsf", "rrf", "dbsf"):
-                    raise ValueError(f"unknown fusion {fusion!r} (rsf, rrf or dbsf)")
+                if fusion not in _STORE_FUSION:
+                    raise ValueError(f"unknown fusion {fusion!r} ({', '.join(_STORE_FUSION)})")
                 k = "hybrid" if kind == "hybrid" else "rerank"
                 out.extend(Mode(k, fusion, float(a)) for a in alphas)  # type: ignore[arg-type]
         else:

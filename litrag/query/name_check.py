@@ -307,10 +307,11 @@ def withdraw_unsupported(
     names = [] if obeyed else unsupported_names(run.text, texts, asked, book, known)
     untied = [] if obeyed or names else untied_names(run.text, asked, texts, book, known)
     echoed = [] if obeyed or names or untied else echoed_names(run.text, asked, book)
-    if not names and not obeyed and not untied and not echoed:
+    withheld = obeyed or names or untied or echoed  # the first check that found something
+    if not withheld:
         return
-    logger.info("answer withheld: %s (%r)", names or obeyed or untied or echoed, run.text)
-    run.draft, run.withheld = run.text, names or obeyed or untied or echoed
+    logger.info("answer withheld: %s (%r)", withheld, run.text)
+    run.draft, run.withheld = run.text, withheld
     if hidden := _not_met(names, book, run.upto_chapter):  # a spoiler, maybe: never echoed
         for name in hidden:
             run.draft = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", NOT_MET, run.draft)

@@ -142,9 +142,10 @@ def _whole_sentences(text: str, room: int) -> str:
         return " ".join(words)
     if room <= 0:
         return ""
-    end = 0
+    end = count = 0
     for sentence in split_sentences(text):
-        if len(text[: sentence.end].split()) > room:
+        count += len(text[end : sentence.end].split())  # words up to this sentence's end
+        if count > room:
             break
         end = sentence.end
     kept = text[:end].split()
