@@ -1,8 +1,8 @@
 """A/B of what the answering LLM reads: whole blocks against question-focused excerpts.
 
     python benchmarks/answer_ab.py --home LITRAG_HOME \
-        --questions benchmarks/questions/call_of_the_wild_keyed.jsonl \
-        --questions benchmarks/questions/gutenqa_cotw_factual.jsonl --focus-words 0,110
+        --questions data/questions/call_of_the_wild_keyed.jsonl \
+        --questions data/questions/gutenqa_cotw_factual.jsonl --focus-words 0,110
 
 One LLM (the packaged local model, or ``LITRAG_LLM_URL``) answers every question of the JSONL
 files (``book``, ``question``, ``key``: a regular expression a right answer matches) once per

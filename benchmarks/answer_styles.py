@@ -1,8 +1,8 @@
 """Answer styles against each other: one call (``single``) or quote-then-answer (``quote``).
 
     python benchmarks/answer_styles.py --home LITRAG_HOME --styles single,quote \
-        --reader benchmarks/questions/reader_questions.jsonl \
-        --keyed benchmarks/questions/call_of_the_wild_keyed.jsonl --out OUT.jsonl
+        --reader data/questions/reader_questions.jsonl \
+        --keyed data/questions/call_of_the_wild_keyed.jsonl --out OUT.jsonl
 
 The same LLM (the packaged local model, or ``LITRAG_LLM_URL``) answers every question once per
 style through the engine ``litrag ask`` builds (routed where the book has a character index,

@@ -6,7 +6,7 @@ started and stopped every time, so wall time includes that). The library is what
 
     python benchmarks/ask_questions.py --home /tmp/cotw \
         --ingest litrag/data/pg215_call_of_the_wild.txt --book pg215 \
-        --questions benchmarks/questions/call_of_the_wild.txt --out /tmp/cotw/answers.md
+        --questions data/questions/call_of_the_wild.txt --out /tmp/cotw/answers.md
 
 Grading is left to a reader: the report lists each answer next to its sources.
 """

@@ -152,7 +152,7 @@ def retrieval_mrr(model_path: Path, name: str, cache_dir: Path, books: Path | No
     from litrag.eval.retrieval import evaluate_retrieval, parse_modes
     from litrag.models.embedders import WindowedEmbedding
 
-    data = books or Path(__file__).resolve().parents[2] / "shared" / "data"
+    data = books or Path(__file__).resolve().parents[1] / "data"
     questions = load_questions(data / "gutenqa" / "questions.jsonl")
 
     def load() -> WindowedEmbedding:
@@ -185,7 +185,7 @@ def main() -> None:
     p.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "litrag-runtimes")
     p.add_argument("--json-out", type=Path)
     p.add_argument("--mrr", choices=["fp32", "int8"], help="only: eval retrieval with this model")
-    p.add_argument("--data", type=Path, help="the shared data folder (default ../shared/data)")
+    p.add_argument("--data", type=Path, help="the shared data folder (default data/)")
     args = p.parse_args()
     if args.mrr:
         path = args.work / ("minilm.onnx" if args.mrr == "fp32" else "minilm-int8.onnx")

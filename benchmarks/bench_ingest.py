@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-BOOKS = Path(__file__).resolve().parents[2] / "shared" / "data" / "books"
+BOOKS = Path(__file__).resolve().parents[1] / "data" / "books"
 STAGES = (
     "load",
     "chapters",

@@ -2,10 +2,10 @@
 
     python benchmarks/bench_llm_rerank.py --home HOME --book pg215 --candidates 10 [--limit 20]
     python benchmarks/bench_llm_rerank.py --home HOME --book pg11 --book pg215 \
-        --questions ../shared/data/gutenqa/questions.jsonl --limit 8
+        --questions data/gutenqa/questions.jsonl --limit 8
 
 For each question of the book(s) that names its evidence (the reader questions'
-``evidence`` sentences by default, ``benchmarks/questions/reader_questions.jsonl``; or, with
+``evidence`` sentences by default, ``data/questions/reader_questions.jsonl``; or, with
 ``--questions``, a GutenQA-style set's ``chunk_must_contain`` span: the public set or
 ``blind_frozen.jsonl``), the default retrieval (as ``litrag ask``) gives its top
 ``--candidates`` blocks; a block is relevant when it holds the evidence (the harness's span
@@ -25,7 +25,7 @@ import statistics
 import time
 from pathlib import Path
 
-QUESTIONS = Path(__file__).resolve().parent / "questions" / "reader_questions.jsonl"
+QUESTIONS = Path(__file__).resolve().parents[1] / "data" / "questions" / "reader_questions.jsonl"
 SYSTEM = (
     "Judge whether the passage from a book answers the question. Reply with one word: yes or no."
 )

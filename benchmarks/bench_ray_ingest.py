@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-BOOKS = Path(__file__).resolve().parents[2] / "shared" / "data" / "books"
+BOOKS = Path(__file__).resolve().parents[1] / "data" / "books"
 
 
 def ingest(home: Path, books: Path, *extra: str) -> dict[str, Any]:

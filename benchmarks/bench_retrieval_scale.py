@@ -65,8 +65,8 @@ from litrag.query.bm25 import BM25Encoder
 from litrag.query.windows import SentenceWindowEncoder
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_BOOKS = ROOT.parent / "shared" / "data" / "books"
-DEFAULT_QUESTIONS = ROOT.parent / "shared" / "data" / "gutenqa" / "questions.jsonl"
+DEFAULT_BOOKS = ROOT / "data" / "books"
+DEFAULT_QUESTIONS = ROOT / "data" / "gutenqa" / "questions.jsonl"
 NS = uuid.UUID("0b3a4c7e-61d2-4f0a-8e59-7c1d2e3f4a5b")
 DIM = 384
 NOISE = 0.5  # per-copy noise norm before renormalising: cosine ~0.9 to the original vector

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT_BOOKS = Path(__file__).resolve().parents[2] / "shared" / "data" / "books"
+DEFAULT_BOOKS = Path(__file__).resolve().parents[1] / "data" / "books"
 
 
 def one_book(path: str) -> dict:

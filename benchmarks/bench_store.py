@@ -26,7 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-DEFAULT_BOOKS = Path(__file__).resolve().parents[2] / "shared" / "data" / "books"
+DEFAULT_BOOKS = Path(__file__).resolve().parents[1] / "data" / "books"
 NS = uuid.UUID("5d2f7e0a-8c4b-4e3a-9f1d-2b6c8a7e4d90")
 
 

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-SOURCE = Path("/work/shared/data/books/pg158_emma.txt")
+SOURCE = Path(__file__).resolve().parents[1] / "data" / "books" / "pg158_emma.txt"
 
 STAGES = """
 import sys, time

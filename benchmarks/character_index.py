@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-DATA = Path(os.environ.get("LITRAG_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+DATA = Path(os.environ.get("LITRAG_DATA") or Path(__file__).resolve().parents[1] / "data")
 BOOKS = sorted((DATA / "books").glob("pg*.txt"), key=lambda p: p.stat().st_size)  # small first
 
 

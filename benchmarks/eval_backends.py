@@ -29,7 +29,7 @@ from litrag.query.retriever import BookRetriever, RetrievalSettings
 from litrag.query.stores import make_vector_store
 from litrag.settings import Settings
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 TOP_K = 20
 
 

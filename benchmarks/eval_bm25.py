@@ -31,7 +31,7 @@ from litrag.ingestion.gutenberg import load_book
 from litrag.query.bm25 import BM25Index
 from litrag.segment import LitSegNodeParser
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DEFAULT_DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def chunkers() -> dict[str, Callable[[], NodeParser]]:

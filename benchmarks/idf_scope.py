@@ -39,7 +39,7 @@ from litrag.query.edge_store import QdrantEdgeVectorStore
 from litrag.segment import LitSegNodeParser
 from litrag.segment.offline import StaticVectors
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DEFAULT_DATA = Path(__file__).resolve().parents[1] / "data"
 TOP = 5
 
 

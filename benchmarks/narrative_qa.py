@@ -1,7 +1,7 @@
 """Narrative questions answered with and without the book's narrative assets, same LLM.
 
     python benchmarks/narrative_qa.py --home LITRAG_HOME \
-        --questions benchmarks/questions/narrative_cotw.jsonl --out /tmp/narrative-qa
+        --questions data/questions/narrative_cotw.jsonl --out /tmp/narrative-qa
 
 The home must hold the book ingested and its assets built for the questions' chapters
 (``litrag assets pg215 --upto-chapter 2``). One LLM (the packaged local model, or

@@ -1,6 +1,6 @@
 """Would BM25 find paraphrased questions with the question's words widened to their neighbours?
 
-    python benchmarks/query_expansion.py [--books ../shared/data] [--half-a pg11,pg84,pg215]
+    python benchmarks/query_expansion.py [--books data] [--half-a pg11,pg84,pg215]
 
 The blind set's paraphrase questions share no rare word with their passage, and BM25, which
 carries 0.7 of the default hybrid, finds them worst. A classic remedy is to widen the query:

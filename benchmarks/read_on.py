@@ -35,8 +35,8 @@ from pathlib import Path
 from question_sets import by_half
 
 HERE = Path(__file__).resolve().parent
-DATA = HERE.parents[1] / "shared" / "data"
-SETS = [DATA / "gutenqa" / "questions.jsonl", HERE / "questions" / "blind_frozen.jsonl"]
+DATA = HERE.parent / "data"
+SETS = [DATA / "gutenqa" / "questions.jsonl", DATA / "questions" / "blind_frozen.jsonl"]
 DEPTH = 5
 
 

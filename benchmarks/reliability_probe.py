@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BOOK = Path(os.environ.get("LITRAG_DATA") or ROOT.parent / "shared" / "data")
+BOOK = Path(os.environ.get("LITRAG_DATA") or ROOT / "data")
 BOOK = BOOK / "books" / "pg215_call_of_the_wild.txt"
 FOOTER = "\n*** END OF THE PROJECT GUTENBERG EBOOK ***\n"
 QUESTION = "Who sold Buck?"

@@ -177,8 +177,12 @@ def debug() -> bool:
 
 
 def data_dir() -> Path:
-    """``LITRAG_DATA``: the shared evaluation data (books, GutenQA), default ``../shared/data``."""
-    return Path(os.environ.get("LITRAG_DATA") or "../shared/data")
+    """``LITRAG_DATA``: the evaluation data (books, GutenQA, question sets).
+
+    Default: the ``data/`` folder of the checkout this package runs from, so a clone needs
+    nothing beside it.
+    """
+    return Path(os.environ.get("LITRAG_DATA") or Path(__file__).resolve().parents[1] / "data")
 
 
 def wordnet_dir() -> str | None:

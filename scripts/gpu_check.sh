@@ -159,7 +159,7 @@ if os.environ.get("GC_EMBED"):
           f"{len(chunks) / secs:.0f} passages/s, {words / secs:,.0f} words/s ({embed.model_name})")
 if os.environ.get("GC_RERANK"):
     rerank = ServedReranker(url=os.environ["GC_RERANK"], api_key=key, timeout=60)
-    questions = [q.strip() for q in open("benchmarks/questions/call_of_the_wild.txt") if q.strip()]
+    questions = [q.strip() for q in open("data/questions/call_of_the_wild.txt") if q.strip()]
     times = []
     for i, q in enumerate(questions * 2):
         docs = [chunks[(7 * i + 13 * j) % len(chunks)] for j in range(20)]
@@ -188,10 +188,10 @@ t1=$SECONDS
 LITRAG_LLM_BACKEND=local LITRAG_LLM_URL= "$py" -m litrag.cli ingest litrag/data/pg215_call_of_the_wild.txt -q || status=1
 echo "ingest (offline segmenter, ${LITRAG_EMBED_URL:+served }embedding): $((SECONDS - t1)) s"
 "$py" benchmarks/ask_questions.py --home "$LITRAG_HOME" --book pg215 \
-  --questions benchmarks/questions/call_of_the_wild.txt --out "$work/answers.md" > /dev/null || status=1
+  --questions data/questions/call_of_the_wild.txt --out "$work/answers.md" > /dev/null || status=1
 "$py" - "$work/answers.md" <<'EOF' || status=1
 import json, re, sys
-keys = [json.loads(l)["key"] for l in open("benchmarks/questions/call_of_the_wild_keyed.jsonl")]
+keys = [json.loads(l)["key"] for l in open("data/questions/call_of_the_wild_keyed.jsonl")]
 answers = [l for l in open(sys.argv[1]) if re.match(r"\d+\. \*\*", l)]
 hits = 0
 for key, line in zip(keys, answers):

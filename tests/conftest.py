@@ -1,4 +1,4 @@
-"""Shared fixtures: the real books and question set in ../shared/data."""
+"""Shared fixtures: the real books and question sets in the repository's ``data/`` folder."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ pytest_plugins = ["llm_server"]
 # Folders in the base temp folder that outlive a module: caches shared across modules.
 SHARED_TEMP = {"answer-shelf"}
 
-DATA = Path(os.environ.get("LITRAG_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+DATA = Path(os.environ.get("LITRAG_DATA") or Path(__file__).resolve().parents[1] / "data")
 BOOKS = DATA / "books"
 
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     if not BOOKS.is_dir():
-        pytest.fail(f"shared data not found at {DATA} (set LITRAG_DATA)")
+        pytest.fail(f"data not found at {DATA} (set LITRAG_DATA)")
     return DATA
 
 

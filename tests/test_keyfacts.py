@@ -20,8 +20,8 @@ from litrag.eval.keyfacts import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-QUESTIONS = ROOT / "benchmarks" / "questions" / "reader_questions.jsonl"
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+QUESTIONS = ROOT / "data" / "questions" / "reader_questions.jsonl"
+DATA = Path(__file__).resolve().parents[1] / "data"
 BOOKS = {
     "books/pg215_call_of_the_wild.txt",
     "books/pg11_alice_in_wonderland.txt",

@@ -23,7 +23,7 @@ from litrag.query.name_check import (
     unsupported_names,
 )
 
-QUESTIONS = Path(__file__).resolve().parents[1] / "benchmarks" / "questions"
+QUESTIONS = Path(__file__).resolve().parents[1] / "data" / "questions"
 
 
 def words_of(path: Path) -> BookWords:

@@ -16,7 +16,7 @@ from litrag.ingestion.gutenberg import load_book
 from litrag.query.name_check import BookWords, echoed_names, withdraw_unsupported
 
 TITLE = "The Call of the Wild"
-QUESTIONS = Path(__file__).resolve().parents[1] / "benchmarks" / "questions"
+QUESTIONS = Path(__file__).resolve().parents[1] / "data" / "questions"
 
 
 @pytest.fixture(scope="module")

@@ -160,5 +160,5 @@ def main(books_dir: str) -> int:
 
 
 if __name__ == "__main__":
-    data = os.environ.get("LITRAG_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
+    data = os.environ.get("LITRAG_DATA") or Path(__file__).resolve().parents[2] / "data"
     raise SystemExit(main(sys.argv[1] if len(sys.argv) > 1 else str(Path(data) / "books")))

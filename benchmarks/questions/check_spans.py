@@ -1,7 +1,7 @@
 """Check a question file: every gold span is in its book exactly once, normalised the way the
 retrieval harness matches spans.
 
-    python benchmarks/questions/check_spans.py benchmarks/questions/dev_frozen.jsonl
+    python benchmarks/questions/check_spans.py data/questions/dev_frozen.jsonl
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from litrag.eval.spans import normalize
 
 DATA = Path(
-    os.environ.get("LITRAG_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
+    os.environ.get("LITRAG_DATA") or Path(__file__).resolve().parents[2] / "data"
 )
 
 

@@ -468,7 +468,7 @@ def add_parsers(sub: Any) -> None:
         action="append",
         required=True,
         help="a held-out question set (JSONL, as --questions); repeat for more, e.g. "
-        "benchmarks/questions/dev_frozen.jsonl",
+        "data/questions/dev_frozen.jsonl",
     )
     eh.add_argument("--public", type=Path, help="the public set (default: $LITRAG_DATA/gutenqa)")
     eh.add_argument("--books", type=Path, help="where book_file paths resolve (default: data dir)")

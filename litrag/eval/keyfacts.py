@@ -1,6 +1,6 @@
 """Key-fact scoring of answers to the reader questions (``reader_questions.jsonl``).
 
-The file is ``benchmarks/questions/reader_questions.jsonl``, frozen before any run on it.
+The file is ``data/questions/reader_questions.jsonl``, frozen before any run on it.
 
 Reference-answer metrics (token F1, ROUGE) reward an answer for sharing words with one wording of
 the answer, so a correct answer in other words scores low and a fluent wrong one scores well. A
