@@ -36,8 +36,11 @@ def _running_files() -> list[Path]:
 def _climbs_out(path: Path, text: str) -> list[str]:
     """``Path(__file__).resolve().parents[N]`` with N reaching above the repository root."""
     depth = len(path.relative_to(ROOT).parts) - 1  # folders between the file and ROOT
-    return [m.group(0) for m in re.finditer(r"__file__\)\.resolve\(\)\.parents\[(\d+)\]", text)
-            if int(m.group(1)) > depth]
+    return [
+        m.group(0)
+        for m in re.finditer(r"__file__\)\.resolve\(\)\.parents\[(\d+)\]", text)
+        if int(m.group(1)) > depth
+    ]
 
 
 def test_no_running_file_refers_outside_the_repository() -> None:
@@ -48,7 +51,9 @@ def test_no_running_file_refers_outside_the_repository() -> None:
         if path == Path(__file__).resolve():
             continue
         text = path.read_text(errors="replace")
-        bad += [f"{path.relative_to(ROOT)}: {m.group(0)}" for rx in OUTSIDE for m in rx.finditer(text)]
+        bad += [
+            f"{path.relative_to(ROOT)}: {m.group(0)}" for rx in OUTSIDE for m in rx.finditer(text)
+        ]
         bad += [f"{path.relative_to(ROOT)}: {hit}" for hit in _climbs_out(path, text)]
     assert not bad, "paths outside the repository:\n" + "\n".join(bad)
 
