@@ -13,9 +13,7 @@ from pathlib import Path
 
 from litrag.eval.spans import normalize
 
-DATA = Path(
-    os.environ.get("LITRAG_DATA") or Path(__file__).resolve().parents[2] / "data"
-)
+DATA = Path(os.environ.get("LITRAG_DATA") or Path(__file__).resolve().parents[2] / "data")
 
 
 def main(path: str) -> int:
