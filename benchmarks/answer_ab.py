@@ -33,7 +33,7 @@ def main() -> int:
     from llama_index.core.schema import QueryBundle
 
     from litrag.builders import build_answer_llm, build_embed_model, build_query_engine
-    from litrag.query.retriever import RetrievalSettings
+    from litrag.retrieval.retriever import RetrievalSettings
     from litrag.settings import Settings
 
     items = [json.loads(line) for f in args.questions for line in f.read_text().splitlines()]

@@ -55,9 +55,9 @@ def recheck(row: dict[str, Any], books_dir: Path, words: dict[str, Any]) -> None
     ``books_dir`` (the whole book: the product reads them up to the reader's limit)."""
     from llama_index.core.schema import NodeWithScore, TextNode
 
+    from litrag.answering.answer_types import AnswerRun
+    from litrag.answering.name_check import BookWords, withdraw_unsupported
     from litrag.ingestion.gutenberg import load_book
-    from litrag.query.answer_types import AnswerRun
-    from litrag.query.name_check import BookWords, withdraw_unsupported
 
     if not row.get("llm_called") or row.get("error") or "source_texts" not in row:
         return  # stopped before the LLM, failed, or a run from before the passages were kept
@@ -180,6 +180,7 @@ def main() -> int:
     if args.rescore:
         return rescore(args.rescore, args.reader, args.keyed, args.recheck)
 
+    from litrag.answering.answer_types import AnswerStream
     from litrag.builders import (
         build_answer_llm,
         build_children_store,
@@ -190,7 +191,6 @@ def main() -> int:
     )
     from litrag.eval.keyfacts import load_reader_questions, score_answer
     from litrag.narrative.index import load_index
-    from litrag.query.answer_types import AnswerStream
     from litrag.settings import Settings
 
     items: list[dict[str, Any]] = []
@@ -285,7 +285,7 @@ def main() -> int:
                     # sources can then be tried on a run's lines without the LLM.
                     "source_texts": [x.excerpt or x.text for x in answer.sources],
                     "upto": it["upto"],
-                    "withheld": answer.withheld,  # the name check's (query.name_check)
+                    "withheld": answer.withheld,  # the name check's (answering.name_check)
                     "draft": answer.draft,
                     "llm_called": answer.mode == "llm",
                 }

@@ -32,7 +32,7 @@ def sample_texts(n: int) -> list[str]:
     from llama_index.core import Document
 
     from litrag.models.embedders import _hf_tokenizer, minilm_path
-    from litrag.query.windows import SentenceWindowEncoder
+    from litrag.scoring.windows import SentenceWindowEncoder
     from litrag.segment import LitSegNodeParser
 
     book = Path(__file__).resolve().parents[1] / "litrag" / "data" / "pg215_call_of_the_wild.txt"

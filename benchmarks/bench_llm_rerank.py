@@ -81,12 +81,12 @@ def main() -> int:
 
     from llama_cpp import Llama
 
+    from litrag.answering.answer_types import passage
     from litrag.builders import build_query_engine
     from litrag.eval.spans import contains_span
     from litrag.models.llama_server import local_model_path
-    from litrag.query.answer_types import passage
-    from litrag.query.evidence import evidence_text
-    from litrag.query.retriever import RetrievalSettings
+    from litrag.retrieval.evidence import evidence_text
+    from litrag.retrieval.retriever import RetrievalSettings
     from litrag.settings import Settings
 
     rows = []

@@ -60,9 +60,9 @@ from typing import Any
 
 import numpy as np
 
-from litrag.query import edge_store
-from litrag.query.bm25 import BM25Encoder
-from litrag.query.windows import SentenceWindowEncoder
+from litrag.scoring.bm25 import BM25Encoder
+from litrag.scoring.windows import SentenceWindowEncoder
+from litrag.stores import edge_store
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BOOKS = ROOT / "data" / "books"
@@ -228,7 +228,7 @@ def make_stores(home: Path, window_fn: Any = None, memo: bool = False) -> tuple[
     """The blocks' and the children's collections as ``build_store`` / ``build_children_store``
     make them for a library ingested with children (blocks without windows). ``memo``: the
     BM25 document vectors of a text already seen are reused (the library repeats its texts)."""
-    from litrag.query.stores import CHILD_AVG_LEN, children_collection, make_vector_store
+    from litrag.stores.factory import CHILD_AVG_LEN, children_collection, make_vector_store
 
     enc = MemoBM25Encoder if memo else BM25Encoder
     blocks = make_vector_store(
@@ -388,8 +388,8 @@ def percentile(xs: Sequence[float], p: float) -> float:
 
 
 def query(args: argparse.Namespace) -> dict[str, Any]:
-    from litrag.query import window_bm25
-    from litrag.query.retriever import BookRetriever, RetrievalSettings
+    from litrag.retrieval.retriever import BookRetriever, RetrievalSettings
+    from litrag.scoring import window_bm25
 
     home = Path(args.dir) / "home"
     units = real_units(Path(args.books), Path(args.dir) / "units.pkl")

@@ -106,7 +106,7 @@ def open_store(
     backend: str, path: Path, doc_fn: Any, query_fn: Any, idf_scope: str = "collection"
 ) -> Any:
     if backend == "edge":
-        from litrag.query.edge_store import QdrantEdgeVectorStore
+        from litrag.stores.edge_store import QdrantEdgeVectorStore
 
         return QdrantEdgeVectorStore(
             path,
@@ -263,12 +263,12 @@ def main() -> None:
         choices=["collection", "filter"],
         default=None,
         help="Edge BM25 IDF over the whole collection or over the filter's points (default: the "
-        "library's, litrag.query.stores.EDGE_IDF_SCOPE)",
+        "library's, litrag.stores.factory.EDGE_IDF_SCOPE)",
     )
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one backend here
     a = ap.parse_args()
     if a.idf_scope is None:
-        from litrag.query.stores import EDGE_IDF_SCOPE
+        from litrag.stores.factory import EDGE_IDF_SCOPE
 
         a.idf_scope = EDGE_IDF_SCOPE
     if a.one:

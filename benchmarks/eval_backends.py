@@ -25,9 +25,9 @@ from litrag.eval.metrics import first_relevant_rank, hit_at, reciprocal_rank
 from litrag.eval.questions import load_questions
 from litrag.eval.spans import contains_span
 from litrag.ingestion.library import Library
-from litrag.query.retriever import BookRetriever, RetrievalSettings
-from litrag.query.stores import make_vector_store
+from litrag.retrieval.retriever import BookRetriever, RetrievalSettings
 from litrag.settings import Settings
+from litrag.stores.factory import make_vector_store
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TOP_K = 20
@@ -76,7 +76,7 @@ def main() -> None:
 
     from qdrant_client import QdrantClient
 
-    from litrag.query.export import export_library
+    from litrag.stores.export import export_library
 
     target = Path(tempfile.mkdtemp(prefix="litrag-qdrant-local-"))
     edge = make_vector_store(args.home, s.collection, url="")

@@ -28,7 +28,7 @@ from litrag.eval.metrics import QuestionScore, aggregate, rank_order
 from litrag.eval.spans import normalize
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
-from litrag.query.bm25 import BM25Index
+from litrag.scoring.bm25 import BM25Index
 from litrag.segment import LitSegNodeParser
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "data"

@@ -34,10 +34,10 @@ from llama_index.core.vector_stores.types import (
 from litrag.eval.spans import normalize
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
-from litrag.query.bm25 import BM25Encoder
-from litrag.query.edge_store import QdrantEdgeVectorStore
+from litrag.scoring.bm25 import BM25Encoder
 from litrag.segment import LitSegNodeParser
 from litrag.segment.offline import StaticVectors
+from litrag.stores.edge_store import QdrantEdgeVectorStore
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "data"
 TOP = 5

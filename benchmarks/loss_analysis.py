@@ -22,7 +22,7 @@ from question_sets import DATA, SETS
 from litrag.eval.questions import load_books, load_questions
 from litrag.eval.registry import chunk_book, chunker_specs
 from litrag.eval.spans import normalize
-from litrag.query.bm25 import BM25Index
+from litrag.scoring.bm25 import BM25Index
 
 EDGE = 0.15
 

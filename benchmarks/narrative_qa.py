@@ -32,7 +32,7 @@ METRICS = ("f1", "rouge_l", "meteor", "answer_accuracy")
 
 
 def _answer(engine: Any, question: str) -> dict[str, Any]:
-    from litrag.query.answer import AnswerStream
+    from litrag.answering.answer import AnswerStream
 
     t0 = time.perf_counter()
     stream = AnswerStream.from_response(engine.query(question))
@@ -99,8 +99,8 @@ def main() -> int:
     )
     from litrag.eval.answer_metrics import AnswerScorer
     from litrag.eval.judge import build_judge
-    from litrag.query.stores import make_vector_store
     from litrag.settings import Settings
+    from litrag.stores.factory import make_vector_store
 
     questions = [json.loads(x) for x in args.questions.read_text().splitlines() if x.strip()]
     conditions = [c for c in args.conditions.split(",") if c]

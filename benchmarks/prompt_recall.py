@@ -9,7 +9,7 @@ the gold is in the 5 blocks whole (the ceiling, ~1,350 words) and in what each w
 keeps, through the engine's own functions (``fit_to_context``, ``within_words``):
 
 - excerpts of 110 (the local model's reading before): each block cut to the sentences nearest
-  the question (``litrag.query.focus``), ~460 words in all;
+  the question (``litrag.answering.focus``), ~460 words in all;
 - whole blocks, best first, while their chunks (heading and context sentences included)
   hold N words in all, the first always: 450, 550, 650 (the local model's default), 700,
   800;
@@ -109,12 +109,12 @@ EVIDENCE_VARIANTS = {
 def collect(home: Path, books: list[str], sets: list[Path]) -> list[dict]:
     from llama_index.core.schema import NodeRelationship, NodeWithScore
 
+    from litrag.answering.answer import fit_to_context, next_block_evidence, within_words
+    from litrag.answering.answer_types import passage
+    from litrag.answering.focus import PassageFocus
+    from litrag.answering.reading import in_room, words_left
     from litrag.builders import build_query_engine
-    from litrag.query.answer import fit_to_context, next_block_evidence, within_words
-    from litrag.query.answer_types import passage
-    from litrag.query.evidence import evidence_text
-    from litrag.query.focus import PassageFocus
-    from litrag.query.reading import in_room, words_left
+    from litrag.retrieval.evidence import evidence_text
     from litrag.settings import Settings
 
     s = Settings(home=home)

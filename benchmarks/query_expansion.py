@@ -39,7 +39,7 @@ def unit(rows: Any) -> np.ndarray:
 
 def book_words(text: str, stop: frozenset[str]) -> tuple[list[str], list[str]]:
     """The book's stems and, for each, its most frequent surface form."""
-    from litrag.query.bm25 import _stem
+    from litrag.scoring.bm25 import _stem
 
     counts = Counter(w for w in re.findall(r"[a-z]+", text.lower()) if w not in stop and len(w) > 2)
     by_stem: dict[str, str] = {}
@@ -53,7 +53,7 @@ def collect(books_dir: Path, half_a: set[str]) -> list[dict[str, Any]]:
     from litrag.chunkers.baselines import paragraph_chunker
     from litrag.eval.questions import load_books, load_questions
     from litrag.eval.spans import contains_span
-    from litrag.query.bm25 import BM25Index, stop_words, tokenize
+    from litrag.scoring.bm25 import BM25Index, stop_words, tokenize
     from litrag.settings import Settings
 
     embed = build_embed_model(Settings())
@@ -101,7 +101,7 @@ def collect(books_dir: Path, half_a: set[str]) -> list[dict[str, Any]]:
 
 
 def reciprocal_rank(row: dict[str, Any], beta: float, tau: float, n: int) -> float:
-    from litrag.query.bm25 import term_id
+    from litrag.scoring.bm25 import term_id
 
     scores = row["base"].copy()
     index = row["index"]

@@ -26,7 +26,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from litrag.builders import build_library
-    from litrag.query.retriever import BookRetriever, RetrievalSettings
+    from litrag.retrieval.retriever import BookRetriever, RetrievalSettings
     from litrag.settings import Settings
 
     lib = build_library(Settings(home=args.home.expanduser().resolve()))

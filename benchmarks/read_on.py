@@ -102,11 +102,11 @@ def bounded(desired: list[str], originals: list[str], bound: dict[str, int]) -> 
 def collect(home: Path, books: list[str], sets: list[Path]) -> list[dict]:
     from llama_index.core.schema import NodeRelationship
 
+    from litrag.answering.answer_types import passage
     from litrag.builders import build_query_engine
     from litrag.chunkers.children import PARENT_KEY
     from litrag.eval.spans import contains_span
-    from litrag.query.answer_types import passage
-    from litrag.query.retriever import RetrievalSettings
+    from litrag.retrieval.retriever import RetrievalSettings
     from litrag.settings import Settings
 
     s = Settings(home=home)

@@ -48,7 +48,7 @@ LATER_TITLE = "The Law of Club and Fang"  # chapter II's title
 # children's was: the fault is exact, not a race against a timer.
 KILLED_REMOVE = """
 import os, signal, sys
-from litrag.query.edge_store import QdrantEdgeVectorStore
+from litrag.stores.edge_store import QdrantEdgeVectorStore
 real = QdrantEdgeVectorStore.delete_nodes
 def delete_nodes(self, *a, **k):
     if self.collection_name.endswith("-children"):

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from litrag.ingestion.library import BookRecord
     from litrag.models.llama_server import LlamaServer
-    from litrag.query.windows import SentenceWindowEncoder
+    from litrag.scoring.windows import SentenceWindowEncoder
 
 
 def build_embed_model(s: Settings, model_path: str | Path | None = None) -> BaseEmbedding:
@@ -145,7 +145,7 @@ def build_window_encoder(embed: BaseEmbedding) -> SentenceWindowEncoder | None:
     None for an embedder that reads a block whole (nomic), whose library keeps one vector a
     point: windows there would multiply a slow ingest (docs/results.md, issue 30)."""
     from litrag.models.nomic import reads_whole_texts
-    from litrag.query.windows import SentenceWindowEncoder
+    from litrag.scoring.windows import SentenceWindowEncoder
 
     if reads_whole_texts(embed) or getattr(embed, "reads_whole", False):  # a served one too
         return None
@@ -155,7 +155,7 @@ def build_window_encoder(embed: BaseEmbedding) -> SentenceWindowEncoder | None:
 def build_store(s: Settings, **kwargs: Any) -> BasePydanticVectorStore:
     """The library's vector store: embedded Qdrant Edge under ``s.home``, or the Qdrant server
     at ``QDRANT_URL``; ``kwargs`` as ``make_vector_store`` takes them."""
-    from litrag.query.stores import make_vector_store
+    from litrag.stores.factory import make_vector_store
 
     kwargs.setdefault("collection", s.collection)
     if s.qdrant_url:  # how a new server collection is sharded
@@ -201,8 +201,8 @@ def build_children_store(
 ) -> BasePydanticVectorStore:
     """The collection of the blocks' paragraph children, beside the blocks' own, with BM25
     statistics of paragraphs (small-to-big: ``rank_through="children"``)."""
-    from litrag.query.bm25 import BM25Encoder
-    from litrag.query.stores import CHILD_AVG_LEN, children_collection
+    from litrag.scoring.bm25 import BM25Encoder
+    from litrag.stores.factory import CHILD_AVG_LEN, children_collection
 
     return build_store(
         s,
@@ -217,7 +217,7 @@ def build_children_store(
 def has_children(s: Settings, records: Sequence[BookRecord], book_ids: Sequence[str]) -> bool:
     """Whether every one of ``book_ids`` was ingested with paragraph children (and the
     children's collection is there to open)."""
-    from litrag.query.stores import children_collection
+    from litrag.stores.factory import children_collection
 
     wanted = set(book_ids)
     chosen = [r for r in records if r.book_id in wanted]
@@ -494,11 +494,16 @@ def build_query_engine(
     it the engine opens its own where the books were ingested with children and the settings
     rank through them.
     """
+    from litrag.answering.answer import BookQueryEngine
+    from litrag.answering.focus import PassageFocus
     from litrag.ingestion.integrity import LibraryDamagedError, check_store
     from litrag.ingestion.library import Library
-    from litrag.query.answer import BookQueryEngine
-    from litrag.query.focus import PassageFocus
-    from litrag.query.retriever import BookRetriever, RetrievalSettings, check_books, loaded_books
+    from litrag.retrieval.retriever import (
+        BookRetriever,
+        RetrievalSettings,
+        check_books,
+        loaded_books,
+    )
 
     if records is None:
         records = Library.read_registry(s.home)

@@ -14,7 +14,7 @@ preset; ``nomic``, the ``quality`` preset; or a sentence-transformers folder), `
 Answering: ``LITRAG_LOCAL_LLM`` (the packaged model started when no URL is set),
 ``LITRAG_MODELS`` (its folder), ``LITRAG_LLM_TIMEOUT`` (seconds), ``LITRAG_LLM_CONTEXT`` (tokens),
 ``LITRAG_RETRIEVAL`` (preset, with ``LITRAG_RETRIEVAL_<FIELD>`` overrides; see
-``litrag.query.retriever``), ``LITRAG_PASSAGE_ORDER`` (``score`` or ``story``: the order of the
+``litrag.retrieval.retriever``), ``LITRAG_PASSAGE_ORDER`` (``score`` or ``story``: the order of the
 passages in the answer prompt), ``LITRAG_FOCUS_WORDS`` (words of each passage the LLM reads;
 ``0``: whole passages; default: 110 for the packaged local model, whole for a server),
 ``LITRAG_LLM_TOOLS`` (the server's model calls functions: an agent picks the narrative tools).
@@ -38,7 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 DEFAULT_COLLECTION = "litrag"
-RETRIEVAL_PRESETS = ("embedded", "paper")  # litrag.query.retriever.PRESETS (a test checks it)
+RETRIEVAL_PRESETS = ("embedded", "paper")  # litrag.retrieval.retriever.PRESETS (a test checks it)
 # Embedder presets (LITRAG_EMBED_MODEL takes either name): the packaged MiniLM, windowed, or
 # nomic-embed-text-v1.5 on llama.cpp (litrag.models.nomic; docs/results.md, issue 30).
 EMBED_PRESETS = {"fast": "minilm", "quality": "nomic"}

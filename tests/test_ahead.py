@@ -10,7 +10,7 @@ from scripted_llm import ScriptedLLM
 from test_answer import embed, engine_for, home  # noqa: F401  (the answer tests' shelf)
 from test_retriever import WILD
 
-from litrag.query.ahead import asks_for_ending
+from litrag.answering.ahead import asks_for_ending
 
 ENDINGS = [
     "How does the book end?",

@@ -19,9 +19,7 @@ from llama_index.core.base.llms.types import MessageRole
 from scripted_llm import ScriptedLLM
 from test_retriever import ALICE, WILD, ingested_shelf
 
-from litrag.builders import build_embed_model, build_query_engine
-from litrag.models.llama_server import openai_like
-from litrag.query.answer import (
+from litrag.answering.answer import (
     DATA_RULE,
     EXTRACTIVE_LABEL,
     GUTENQA_SUFFIX,
@@ -34,10 +32,12 @@ from litrag.query.answer import (
     next_block_evidence,
     within_words,
 )
-from litrag.query.evidence import evidence_text
-from litrag.query.focus import GAP, PassageFocus
-from litrag.query.reading import TAIL_MIN_WORDS
-from litrag.query.retriever import RetrievalSettings
+from litrag.answering.focus import GAP, PassageFocus
+from litrag.answering.reading import TAIL_MIN_WORDS
+from litrag.builders import build_embed_model, build_query_engine
+from litrag.models.llama_server import openai_like
+from litrag.retrieval.evidence import evidence_text
+from litrag.retrieval.retriever import RetrievalSettings
 from litrag.settings import DEFAULT_READ_WORDS, Settings
 
 FATHER = "What kind of dog was Buck's father?"  # The Call of the Wild, chapter I
@@ -306,7 +306,7 @@ def test_query_engine_streams_a_cited_answer(engine_for, llama_server):
     pieces = list(stream)
     answer = stream.answer()
     # SmolLM2 (plumbing, not quality) often names what no passage does: then the streamed text
-    # is the withdrawn draft and the answer the plain reply (query.name_check).
+    # is the withdrawn draft and the answer the plain reply (answering.name_check).
     streamed = answer.draft if answer.draft is not None else answer.text
     assert len(pieces) > 1 and streamed == "".join(pieces).strip() and answer.text
     words = {w.lower() for s in answer.sources for w in re.findall(r"\w+", s.text)}

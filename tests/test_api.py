@@ -29,11 +29,11 @@ from test_answer import FATHER, free_port
 from test_app import CAUCUS, answering_with
 from test_retriever import ALICE, WILD, ingested_shelf
 
+from litrag.answering.name_check import NameGate
 from litrag.app.api import create_app
 from litrag.app.serve import is_loopback, run_api
 from litrag.app.service import ChatService
 from litrag.models.llama_server import openai_like
-from litrag.query.name_check import NameGate
 from litrag.settings import Settings
 
 KEY = "api-test-key"

@@ -34,7 +34,7 @@ from litrag.app.service import ChatService
 from litrag.builders import AnswerLLM, build_answer_llm
 from litrag.ingestion.library import Library
 from litrag.models.llama_server import openai_like
-from litrag.query.retriever import UnknownBookError
+from litrag.retrieval.retriever import UnknownBookError
 from litrag.settings import Settings
 
 CAUCUS = "What is a Caucus-race, and who wins it?"  # Alice, chapter III

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from litrag.query.ask_request import (
+from litrag.answering.ask_request import (
     MAX_QUESTION_CHARS,
     AskRequest,
     AskRequestError,

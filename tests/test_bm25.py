@@ -13,7 +13,7 @@ import pytest
 from litrag.chunkers.baselines import ParagraphNodeParser
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
-from litrag.query.bm25 import (
+from litrag.scoring.bm25 import (
     DEFAULT_AVG_LEN,
     BM25Encoder,
     BM25Index,

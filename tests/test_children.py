@@ -235,7 +235,7 @@ def test_blocks_through_children_rank_no_lower_than_paragraphs(property_books: l
     (counted) and (b) places taken by children that straddle two blocks, which ``rank_bound``
     counts; a block-level BM25 index in place of the collapse breaks it."""
     from litrag.eval.spans import normalize
-    from litrag.query.bm25 import BM25Index
+    from litrag.scoring.bm25 import BM25Index
 
     text = _text
     checked = split = above_paragraph = beyond_bound = flat_above = flat_beyond = 0
@@ -288,7 +288,7 @@ def test_aligned_blocks_rank_no_lower_than_paragraphs(property_books: list) -> N
     paragraph holds whole is never one, its block holds the paragraph). Block-level BM25 over
     the same aligned blocks breaks it, so the test can fail."""
     from litrag.eval.spans import normalize
-    from litrag.query.bm25 import BM25Index
+    from litrag.scoring.bm25 import BM25Index
 
     text = _text
     checked = split = no_paragraph = above = flat_above = absorbed = 0

@@ -15,7 +15,7 @@ from llama_index.core.vector_stores.types import (
     MetadataFilters,
 )
 
-from litrag.query.edge_filters import metadata_filters_to_edge
+from litrag.stores.edge_filters import metadata_filters_to_edge
 
 
 def _f(key: str, value, op: FilterOperator = FilterOperator.EQ) -> MetadataFilter:

@@ -11,9 +11,9 @@ from pathlib import Path
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
 from test_store_contract import Corpus, corpus, sparse_docs, sparse_queries  # noqa: F401
 
-from litrag.query.edge_open import WARM_DIRS, warm_files, warm_shard
-from litrag.query.edge_schema import SHARD_DIR, EdgeStoreConfig
-from litrag.query.edge_store import QdrantEdgeVectorStore
+from litrag.stores.edge_open import WARM_DIRS, warm_files, warm_shard
+from litrag.stores.edge_schema import SHARD_DIR, EdgeStoreConfig
+from litrag.stores.edge_store import QdrantEdgeVectorStore
 
 
 def _open(path: Path, **kw: object) -> QdrantEdgeVectorStore:

@@ -23,7 +23,7 @@ from litrag.eval.registry import CHUNKERS, chunk_book, chunker_specs
 from litrag.eval.retrieval import evaluate_retrieval, parse_modes, text_view
 from litrag.eval.spans import normalize
 from litrag.ingestion.gutenberg import load_book
-from litrag.query.bm25 import BM25Index
+from litrag.scoring.bm25 import BM25Index
 
 BOOK = "books/tiny_wild.txt"
 QUESTIONS = [

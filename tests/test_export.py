@@ -11,9 +11,9 @@ from qdrant_client import QdrantClient
 from test_store_contract import corpus  # noqa: F401  (fixture: real paragraphs, real vectors)
 
 import litrag
-from litrag.query.bm25 import BM25Encoder
-from litrag.query.edge_store import QdrantEdgeVectorStore
-from litrag.query.export import export_library
+from litrag.scoring.bm25 import BM25Encoder
+from litrag.stores.edge_store import QdrantEdgeVectorStore
+from litrag.stores.export import export_library
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ def test_export_copies_verifies_and_resumes(source, tmp_path):
     assert not progress.exists()
 
     # the copy answers through the server store like the source does
-    from litrag.query.server_store import QdrantServerStore
+    from litrag.stores.server_store import QdrantServerStore
 
     target = QdrantServerStore(
         "books", client, sparse_doc_fn=enc.doc_fn, sparse_query_fn=enc.query_fn
@@ -93,11 +93,11 @@ def test_export_and_back_keep_every_vector_and_the_answers(tmp_path, data_dir):
 
     from litrag.ingestion.chapters import split_chapters
     from litrag.ingestion.gutenberg import load_book
-    from litrag.query.export import import_library
-    from litrag.query.server_store import TERMS_KEY, WINDOW_NAME, QdrantServerStore
-    from litrag.query.windows import SentenceWindowEncoder
+    from litrag.scoring.windows import SentenceWindowEncoder
     from litrag.segment import LitSegNodeParser
     from litrag.segment.offline import StaticVectors
+    from litrag.stores.export import import_library
+    from litrag.stores.server_store import TERMS_KEY, WINDOW_NAME, QdrantServerStore
 
     book = load_book(Path(litrag.__file__).parent / "data" / "pg215_call_of_the_wild.txt")
     nodes = LitSegNodeParser().get_nodes_from_documents(split_chapters(book))
@@ -208,8 +208,8 @@ def test_cli_export_to_and_from_a_server_carries_blocks_and_children(
     """`litrag export --to` copies the blocks and their children's collection; `--from` brings
     them back into an empty home, windows included."""
     from litrag.cli import main
-    from litrag.query.stores import children_collection
-    from litrag.query.windows import SentenceWindowEncoder
+    from litrag.scoring.windows import SentenceWindowEncoder
+    from litrag.stores.factory import children_collection
 
     windows = SentenceWindowEncoder(lambda t: corpus.encode(t).tolist())
     enc = BM25Encoder()

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from litrag.answering.focus import GAP, PassageFocus
 from litrag.models.embedders import WindowedEmbedding
-from litrag.query.focus import GAP, PassageFocus
 from litrag.segment.sentences import split_sentences
 
 BOOK = Path(__file__).resolve().parents[1] / "litrag" / "data" / "pg215_call_of_the_wild.txt"

@@ -7,7 +7,7 @@ import pytest
 from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores.types import VectorStoreQueryResult
 
-from litrag.query.fusion import (
+from litrag.scoring.fusion import (
     distribution_score_fusion,
     fuse_ranked,
     reciprocal_rank_fusion,

@@ -615,7 +615,7 @@ def test_a_character_index_cut_short_is_named_and_rebuilt(damaged, clean_citatio
 def stored(home: Path, collection: str, book_id: str) -> int:
     """The points of ``book_id`` in one embedded collection of the library at ``home``."""
     from litrag.ingestion.book_points import count_points
-    from litrag.query.edge_store import QdrantEdgeVectorStore
+    from litrag.stores.edge_store import QdrantEdgeVectorStore
 
     store = QdrantEdgeVectorStore(path=home / "index", collection_name=collection)
     try:
@@ -628,7 +628,7 @@ def test_a_removal_killed_midway_is_finished_by_the_repair_not_undone(damaged, c
     """``litrag remove`` killed after the blocks went and before the children did (issue 33):
     the repair used to take the half-removed book for damage and ingest it again. The journal
     names the unfinished removal, and ``verify --repair`` finishes it."""
-    from litrag.query.edge_store import QdrantEdgeVectorStore
+    from litrag.stores.edge_store import QdrantEdgeVectorStore
 
     assert stored(damaged, "litrag-children", "pg215") > 0  # the library ranks by children
     real = QdrantEdgeVectorStore.delete_nodes
@@ -663,7 +663,7 @@ def test_a_removal_killed_midway_is_finished_by_the_repair_not_undone(damaged, c
 def test_an_ingest_after_a_killed_removal_finishes_it_first(damaged, book, capsys, monkeypatch):
     """Ingesting the book again after its removal was killed: the removal is finished first,
     so a later repair does not remove the book just ingested (its journal would still say so)."""
-    from litrag.query.edge_store import QdrantEdgeVectorStore
+    from litrag.stores.edge_store import QdrantEdgeVectorStore
 
     real = QdrantEdgeVectorStore.delete_nodes
 

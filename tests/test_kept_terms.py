@@ -19,8 +19,8 @@ import pytest
 from litrag.chunkers.baselines import paragraph_chunker
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
-from litrag.query.bm25 import DEFAULT_B, DEFAULT_K1, saturation, term_id, tokenize
-from litrag.query.kept_terms import (
+from litrag.scoring.bm25 import DEFAULT_B, DEFAULT_K1, saturation, term_id, tokenize
+from litrag.scoring.kept_terms import (
     WINDOW_SENTENCES,
     kept_arrays,
     pack_terms,
@@ -30,7 +30,7 @@ from litrag.query.kept_terms import (
     window_spans,
     window_starts,
 )
-from litrag.query.window_bm25 import (
+from litrag.scoring.window_bm25 import (
     Pieces,
     best_window_scores,
     sentence_terms,

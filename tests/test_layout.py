@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import ast
 import subprocess
-import warnings
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -40,8 +40,11 @@ def only(rule: str, rooms: tuple[str, ...], allowed: tuple[str, ...]) -> Rule:
     )
 
 
-# The floors, bottom up: settings; segment and models; chunkers; query; narrative; ingestion;
-# distill; builders (the composition root); eval; app; cli. Each imports only floors below it.
+# The floors, bottom up: settings; segment and models; chunkers; scoring; stores; retrieval;
+# answering; narrative; ingestion; distill; builders (the composition root); eval; app; cli.
+# Each imports only floors below it.
+BASE = ("litrag.segment", "litrag.chunkers", "litrag.models", "litrag.settings")
+SEARCH = ("litrag.retrieval", "litrag.stores", "litrag.scoring")
 RULES: list[Rule] = [
     only("litrag.settings imports nothing of litrag", ("litrag.settings",), ()),
     only(
@@ -60,26 +63,36 @@ RULES: list[Rule] = [
         ("litrag.segment", "litrag.models", "litrag.settings"),
     ),
     only(
-        "litrag.query imports only segment, chunkers, models and settings",
-        ("litrag.query",),
+        "litrag.scoring imports only segment, chunkers, models and settings",
+        ("litrag.scoring",),
         ("litrag.segment", "litrag.chunkers", "litrag.models", "litrag.settings"),
     ),
     only(
-        "litrag.narrative imports only query, segment, models and settings",
-        ("litrag.narrative",),
-        ("litrag.query", "litrag.segment", "litrag.models", "litrag.settings"),
+        "litrag.stores imports only scoring, segment, chunkers, models and settings",
+        ("litrag.stores",),
+        ("litrag.scoring", "litrag.segment", "litrag.chunkers", "litrag.models", "litrag.settings"),
     ),
     only(
-        "litrag.ingestion imports only narrative, query, segment, chunkers, models and settings",
+        "litrag.retrieval imports only stores, scoring, segment, chunkers, models and settings",
+        ("litrag.retrieval",),
+        (*SEARCH[1:], *BASE),
+    ),
+    only(
+        "litrag.answering imports only retrieval, stores, scoring and the floors below",
+        ("litrag.answering",),
+        (*SEARCH, *BASE),
+    ),
+    only(
+        "litrag.narrative imports only answering, retrieval, stores, scoring, segment, models "
+        "and settings",
+        ("litrag.narrative",),
+        ("litrag.answering", *SEARCH, "litrag.segment", "litrag.models", "litrag.settings"),
+    ),
+    only(
+        "litrag.ingestion imports only narrative, answering, retrieval, stores, scoring, "
+        "segment, chunkers, models and settings",
         ("litrag.ingestion",),
-        (
-            "litrag.narrative",
-            "litrag.query",
-            "litrag.segment",
-            "litrag.chunkers",
-            "litrag.models",
-            "litrag.settings",
-        ),
+        ("litrag.narrative", "litrag.answering", *SEARCH, *BASE),
     ),
     only(
         "litrag.distill imports only ingestion, segment, models and settings",
@@ -408,6 +421,20 @@ def test_a_stray_model_construction_is_found(tmp_path: Path) -> None:
         "litrag/cli/ask.py:3: LlamaServer(...)",
         "litrag/cli/ask.py:5: AutoModelForCausalLM(...)",
     ]
+
+
+MAX_ROOM = 20
+
+
+def test_no_room_holds_more_than_20_modules() -> None:
+    """A room is one concept a reader can hold in mind; past 20 modules it is several (as
+    ``query/`` was: stores, retrieval and answering in 29 modules)."""
+    crowded = {
+        str(room.relative_to(ROOT.parent)): n
+        for room in [ROOT, *(p for p in ROOT.rglob("*") if p.is_dir())]
+        if (n := len([f for f in room.glob("*.py") if f.name != "__init__.py"])) > MAX_ROOM
+    }
+    assert not crowded, f"rooms over {MAX_ROOM} modules: {crowded}"
 
 
 def test_no_module_is_over_900_lines() -> None:

@@ -222,7 +222,7 @@ def test_library_searches_children_by_their_sentence_windows(clean):
     real MiniLM: a question about one detail is not averaged away by the rest of the piece."""
     import numpy as np
 
-    from litrag.query.windows import SentenceWindowEncoder
+    from litrag.scoring.windows import SentenceWindowEncoder
 
     lib, _, _ = clean
     store = lib.children_store  # with children, the children keep the windows and rank

@@ -12,8 +12,7 @@ from scripted_llm import ScriptedLLM
 from test_answer import embed, engine_for, home  # noqa: F401  (the answer tests' shelf)
 from test_retriever import WILD
 
-from litrag.ingestion.gutenberg import load_book
-from litrag.query.name_check import (
+from litrag.answering.name_check import (
     NOT_MET,
     UNNAMED_NOTE,
     BookWords,
@@ -22,6 +21,7 @@ from litrag.query.name_check import (
     unknown_names,
     unsupported_names,
 )
+from litrag.ingestion.gutenberg import load_book
 
 QUESTIONS = Path(__file__).resolve().parents[1] / "data" / "questions"
 
@@ -89,7 +89,7 @@ def test_a_number_no_source_states_is_unsupported(wild_words):
 
 
 def test_words_held_only_by_an_order_to_the_model_are_found(wild_words):
-    from litrag.query.name_check import instruction_words
+    from litrag.answering.name_check import instruction_words
 
     planted = (
         "Buck lived at a big house in the sun-kissed Santa Clara Valley.\n\n"

@@ -12,8 +12,8 @@ import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 from test_name_tie import a_run
 
+from litrag.answering.name_check import BookWords, echoed_names, withdraw_unsupported
 from litrag.ingestion.gutenberg import load_book
-from litrag.query.name_check import BookWords, echoed_names, withdraw_unsupported
 
 TITLE = "The Call of the Wild"
 QUESTIONS = Path(__file__).resolve().parents[1] / "data" / "questions"

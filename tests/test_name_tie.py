@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from litrag.ingestion.gutenberg import load_book
-from litrag.query.answer_types import AnswerRun
-from litrag.query.name_check import (
+from litrag.answering.answer_types import AnswerRun
+from litrag.answering.name_check import (
     BookWords,
     NameGate,
     question_terms,
@@ -19,6 +18,7 @@ from litrag.query.name_check import (
     untied_names,
     withdraw_unsupported,
 )
+from litrag.ingestion.gutenberg import load_book
 
 TITLE = "The Call of the Wild"
 

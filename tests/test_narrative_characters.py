@@ -21,7 +21,7 @@ from litrag.narrative.narrator import (
     narrator_names,
     quote_spans,
 )
-from litrag.query.retriever import BookRetriever, RetrievalSettings
+from litrag.retrieval.retriever import BookRetriever, RetrievalSettings
 from litrag.settings import Settings
 
 FOOTER = "\n*** END OF THE PROJECT GUTENBERG EBOOK ***\n"

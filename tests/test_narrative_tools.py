@@ -20,6 +20,7 @@ import pytest
 from scripted_llm import ScriptedLLM, ScriptedToolLLM, ToolCall
 from test_narrative_characters import cli, wild_library  # noqa: F401  (a fixture)
 
+from litrag.answering.answer import AnswerStream, BookQueryEngine
 from litrag.builders import build_query_engine, build_routed_engine
 from litrag.narrative.asset_store import AssetStore
 from litrag.narrative.assets import AssetExtractor
@@ -28,8 +29,7 @@ from litrag.narrative.engine import NOTES_LABEL, OPENINGS_LABEL, NarrativeQueryE
 from litrag.narrative.excerpts import GAP
 from litrag.narrative.index import CHARACTERS_KEY, load_index
 from litrag.narrative.tools import NO_ASSETS, TOOL_NAMES, NarrativeTools, ToolOutput
-from litrag.query.answer import AnswerStream, BookQueryEngine
-from litrag.query.retriever import BookRetriever, RetrievalSettings
+from litrag.retrieval.retriever import BookRetriever, RetrievalSettings
 from litrag.settings import Settings
 
 BOOK = "pg215"

@@ -1,4 +1,4 @@
-"""Quote-then-answer (``litrag.query.quote`` and ``BookQueryEngine(answer_style="quote")``): the
+"""Quote-then-answer (``litrag.answering.quote`` and ``BookQueryEngine(answer_style="quote")``): the
 numbering, the checks on what the model names, the plain reply when nothing answers, on a real
 ingested book and the real store; the LLM scripted for the rare replies (garbage, unknown
 numbers) and the real llama.cpp server (SmolLM2) for the plumbing end to end."""
@@ -12,6 +12,7 @@ from scripted_llm import ScriptedLLM
 from test_answer import FATHER
 from test_retriever import WILD, ingested_shelf
 
+from litrag.answering import quote
 from litrag.builders import (
     build_children_store,
     build_embed_model,
@@ -19,8 +20,7 @@ from litrag.builders import (
     build_store,
 )
 from litrag.models.llama_server import SMOLLM2_CONTEXT, openai_like
-from litrag.query import quote
-from litrag.query.retriever import RetrievalSettings
+from litrag.retrieval.retriever import RetrievalSettings
 from litrag.settings import Settings
 
 MANUEL = "Who stole Buck from Judge Miller's place?"

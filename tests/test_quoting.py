@@ -14,14 +14,14 @@ from llama_index.core.base.llms.types import ChatMessage, ChatResponse, LogProb,
 from llama_index.core.schema import NodeWithScore, TextNode
 from scripted_llm import ScriptedLLM
 
+from litrag.answering import quote
+from litrag.answering.answer import QA_PROMPT, condense_prompt, fit_to_context, format_chunk
 from litrag.app.service import ChatService, Turn
 from litrag.chunkers.lumberchunker import LumberChunkerNodeParser
 from litrag.chunkers.margin import MarginSamplingNodeParser, margin_messages
 from litrag.distill.judge import NarrativeJudge
 from litrag.eval.judge import Judge
 from litrag.narrative.assets import AssetBlock, AssetExtractor
-from litrag.query import quote
-from litrag.query.answer import QA_PROMPT, condense_prompt, fit_to_context, format_chunk
 from litrag.segment.llm_calls import LLMCaller, Sampling
 from litrag.segment.llm_segmenters import LitSeg, LitSegLite
 from litrag.segment.quoting import DATA_RULE, neutralise, quoted, quoted_line, quoted_title

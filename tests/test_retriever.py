@@ -21,16 +21,16 @@ from test_library import library_at, short_book
 
 from litrag.builders import build_embed_model
 from litrag.ingestion.library import Library
-from litrag.query.bm25 import BM25Encoder, BM25Index
-from litrag.query.retriever import (
+from litrag.retrieval.retriever import (
     BookRetriever,
     RetrievalSettings,
     UnknownBookError,
     book_filters,
     loaded_books,
 )
-from litrag.query.stores import make_vector_store
+from litrag.scoring.bm25 import BM25Encoder, BM25Index
 from litrag.settings import Settings
+from litrag.stores.factory import make_vector_store
 
 ALICE, WILD = "pg11", "pg215"
 CHAPTERS = {ALICE: [1, 2, 3], WILD: [1, 2]}

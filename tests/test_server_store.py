@@ -33,13 +33,13 @@ from qdrant_client import QdrantClient
 
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
-from litrag.query.bm25 import BM25Encoder
-from litrag.query.edge_store import QdrantEdgeVectorStore
-from litrag.query.server_shards import books_of, shard_key
-from litrag.query.server_store import QdrantServerStore
-from litrag.query.windows import SentenceWindowEncoder
+from litrag.scoring.bm25 import BM25Encoder
+from litrag.scoring.windows import SentenceWindowEncoder
 from litrag.segment import LitSegNodeParser
 from litrag.segment.offline import StaticVectors
+from litrag.stores.edge_store import QdrantEdgeVectorStore
+from litrag.stores.server_shards import books_of, shard_key
+from litrag.stores.server_store import QdrantServerStore
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
 
@@ -324,7 +324,7 @@ def test_sharded_by_book_sends_the_shard_keys(
 
 
 def test_books_of_a_filter() -> None:
-    from litrag.query.retriever import book_filters, character_filters
+    from litrag.retrieval.retriever import book_filters, character_filters
 
     assert books_of(book_filters(["a", "b"])) == {"a", "b"}
     assert books_of(book_filters(["a", "b"], {"a": 3})) == {"a", "b"}

@@ -260,6 +260,6 @@ def test_flags_and_the_environment_go_through_one_model(monkeypatch):
         retrieval_overrides()
     with pytest.raises(SettingsError, match=r"^--workers must be at least 1, got '0'$"):
         Settings(names_={"workers": "--workers"}, workers=0, retrieval_overrides={})
-    from litrag.query.retriever import PRESETS
+    from litrag.retrieval.retriever import PRESETS
 
     assert tuple(sorted(PRESETS)) == RETRIEVAL_PRESETS

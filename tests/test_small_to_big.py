@@ -11,14 +11,14 @@ import pytest
 from llama_index.core.schema import MetadataMode, QueryBundle
 from test_library import short_book
 
+from litrag.answering.answer_types import Source
 from litrag.builders import build_library, build_query_engine
 from litrag.chunkers.baselines import paragraph_chunker
 from litrag.chunkers.children import PARENT_KEY, collapse
 from litrag.ingestion.book_points import book_filter, count_points
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
-from litrag.query.answer_types import Source
-from litrag.query.retriever import BookRetriever, RetrievalSettings
+from litrag.retrieval.retriever import BookRetriever, RetrievalSettings
 from litrag.settings import Settings
 
 WILD = "pg215"

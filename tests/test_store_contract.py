@@ -36,10 +36,10 @@ from llama_index.core.vector_stores.types import (
 
 from litrag.ingestion.chapters import split_chapters
 from litrag.ingestion.gutenberg import load_book
-from litrag.query.edge_schema import EdgeStoreConfig
-from litrag.query.edge_store import QdrantEdgeVectorStore, StoreLockedError, node_id_to_point_id
-from litrag.query.windows import SentenceWindowEncoder
+from litrag.scoring.windows import SentenceWindowEncoder
 from litrag.segment.offline import StaticVectors
+from litrag.stores.edge_schema import EdgeStoreConfig
+from litrag.stores.edge_store import QdrantEdgeVectorStore, StoreLockedError, node_id_to_point_id
 
 # qdrant-client's embedded mode ignores payload indexes (QdrantVectorStore asks for one on doc_id)
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
@@ -200,7 +200,7 @@ class ServerBackend(Backend):
     def open(self, path: Path) -> BasePydanticVectorStore:
         from qdrant_client import QdrantClient
 
-        from litrag.query.server_store import QdrantServerStore
+        from litrag.stores.server_store import QdrantServerStore
 
         return QdrantServerStore(
             COLLECTION,
@@ -552,7 +552,7 @@ def test_edge_lock_names_the_folder_and_the_way_out(tmp_path: Path, corpus: Corp
     code = textwrap.dedent(
         f"""
         import sys
-        from litrag.query.edge_store import QdrantEdgeVectorStore, StoreLockedError
+        from litrag.stores.edge_store import QdrantEdgeVectorStore, StoreLockedError
         try:
             s = QdrantEdgeVectorStore({str(tmp_path)!r}, {COLLECTION!r})
         except StoreLockedError as e:

@@ -28,15 +28,16 @@ from llama_index.core.vector_stores.types import (
 )
 
 from litrag.chunkers.children import PARENT_KEY
-from litrag.query import edge_points, edge_search, edge_store, window_bm25
-from litrag.query.bm25 import BM25Encoder
-from litrag.query.edge_points import SENTENCE_PACKED_KEY, SENTENCE_TERMS_KEY, node_id_to_point_id
-from litrag.query.evidence import EVIDENCE_KEYS
-from litrag.query.kept_terms import unpack_terms
-from litrag.query.retriever import BookRetriever, RetrievalSettings
-from litrag.query.stores import CHILD_AVG_LEN, make_vector_store
-from litrag.query.window_bm25 import sentence_terms, window_terms, windows_of
-from litrag.query.windows import SentenceWindowEncoder
+from litrag.retrieval.evidence import EVIDENCE_KEYS
+from litrag.retrieval.retriever import BookRetriever, RetrievalSettings
+from litrag.scoring import window_bm25
+from litrag.scoring.bm25 import BM25Encoder
+from litrag.scoring.kept_terms import unpack_terms
+from litrag.scoring.window_bm25 import sentence_terms, window_terms, windows_of
+from litrag.scoring.windows import SentenceWindowEncoder
+from litrag.stores import edge_points, edge_search, edge_store
+from litrag.stores.edge_points import SENTENCE_PACKED_KEY, SENTENCE_TERMS_KEY, node_id_to_point_id
+from litrag.stores.factory import CHILD_AVG_LEN, make_vector_store
 
 WILD_FILE = "pg215_call_of_the_wild.txt"
 SPARSE = VectorStoreQueryMode.SPARSE

@@ -13,12 +13,12 @@ from llama_index.core.vector_stores.types import (
 )
 from test_library import short_book
 
+from litrag.answering.answer_types import Source
 from litrag.builders import build_library
 from litrag.ingestion.book_points import count_points
-from litrag.query.answer_types import Source
-from litrag.query.retriever import BookRetriever
-from litrag.query.stores import make_vector_store, qdrant_client_settings, store_description
+from litrag.retrieval.retriever import BookRetriever
 from litrag.settings import Settings
+from litrag.stores.factory import make_vector_store, qdrant_client_settings, store_description
 
 
 def test_url_settings_build_the_client_arguments():

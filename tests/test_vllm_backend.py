@@ -26,6 +26,7 @@ from llm_server import API_KEY, NO_PINGS, RecordingProxy, recorded
 from test_answer import FATHER, free_port
 from test_retriever import WILD, ingested_shelf
 
+from litrag.answering.answer import QA_SYSTEM_PROMPT, describe_llm_error
 from litrag.builders import build_answer_llm
 from litrag.cli.common import BUNDLED_BOOK
 from litrag.ingestion.chapters import split_chapters
@@ -33,7 +34,6 @@ from litrag.ingestion.gutenberg import load_book
 from litrag.models.llama_server import LlamaServer, qwen_1_5b_path
 from litrag.models.served import BackendError, in_process_vllm, server_llm
 from litrag.models.vllm_server import LLMEndpointError, LLMServerHTTPError, VllmChatServer
-from litrag.query.answer import QA_SYSTEM_PROMPT, describe_llm_error
 from litrag.segment import LitSegNodeParser
 from litrag.settings import Settings
 

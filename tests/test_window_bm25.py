@@ -21,13 +21,13 @@ from test_retriever import WILD, ingested_shelf
 
 from litrag.chunkers.baselines import paragraph_chunker, paragraph_spans
 from litrag.ingestion.library import Library
-from litrag.query.bm25 import BM25Encoder, saturation, term_id, tokenize
-from litrag.query.edge_search import query_filter
-from litrag.query.retriever import BookRetriever, RetrievalSettings, loaded_books
-from litrag.query.stores import make_vector_store
-from litrag.query.window_bm25 import best_window_scores, mix_scores, rescore
+from litrag.retrieval.retriever import BookRetriever, RetrievalSettings, loaded_books
+from litrag.scoring.bm25 import BM25Encoder, saturation, term_id, tokenize
+from litrag.scoring.window_bm25 import best_window_scores, mix_scores, rescore
 from litrag.segment.sentences import sentence_windows
 from litrag.settings import Settings, SettingsError
+from litrag.stores.edge_search import query_filter
+from litrag.stores.factory import make_vector_store
 
 QUESTION = "Who stole Buck from Judge Miller's place and sold him?"
 

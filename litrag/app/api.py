@@ -43,10 +43,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from litrag.answering.answer_types import Answer, AnswerStream, Source
+from litrag.answering.ask_request import AskRequest, AskRequestError
+from litrag.answering.name_check import UNNAMED_NOTE, NameGate, dropped_note
 from litrag.app.service import ChatService, Turn
-from litrag.query.answer_types import Answer, AnswerStream, Source
-from litrag.query.ask_request import AskRequest, AskRequestError
-from litrag.query.name_check import UNNAMED_NOTE, NameGate, dropped_note
 
 PREFIX = "litrag/"
 ALL = "all"
@@ -132,7 +132,7 @@ class LitragResult(BaseModel):
     )
     route: dict[str, Any] | None = Field(description="The narrative router's choice, if any.")
     upto_chapter: int | None = Field(description="The spoiler limit the retrieval obeyed.")
-    mode: str = Field(description="llm, extractive or none (see litrag.query.answer_types).")
+    mode: str = Field(description="llm, extractive or none (see litrag.answering.answer_types).")
     answered_by: str = Field(description="The LLM (or 'extractive') that wrote the text.")
     standalone_question: str | None = Field(description="The follow-up as it was searched.")
     error: str | None = Field(description="One line when the LLM failed (the text is partial).")

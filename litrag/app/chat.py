@@ -28,16 +28,16 @@ import gradio as gr
 from gradio.utils import get_upload_folder as gradio_upload_folder
 from llama_index.core.schema import NodeWithScore
 
-from litrag.app.service import CharacterProfile, ChatService, Turn
-from litrag.query.answer import Answer, Source
-from litrag.query.ask_request import (
+from litrag.answering.answer import Answer, Source
+from litrag.answering.ask_request import (
     MAX_QUESTION_CHARS,
     AskRequest,
     AskRequestError,
     spoiler_value,
 )
-from litrag.query.evidence import from_evidence
-from litrag.query.focus import GAP
+from litrag.answering.focus import GAP
+from litrag.app.service import CharacterProfile, ChatService, Turn
+from litrag.retrieval.evidence import from_evidence
 from litrag.segment.sentences import split_sentences
 
 # System fonts only: the default theme fetches web fonts, and this app must work offline.

@@ -112,7 +112,7 @@ class RemoteAnswerStream:
             raise UIError("the UI ended the answer without a result")
 
     def answer(self) -> Any:
-        from litrag.query.answer import Answer
+        from litrag.answering.answer import Answer
 
         if self._final is None:
             for _ in self:

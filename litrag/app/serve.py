@@ -63,7 +63,7 @@ def run_chat(
     from litrag.app.chat import build_app, launch
     from litrag.app.handoff import remove_ui_file, running_ui, write_ui_file
     from litrag.app.service import ChatService
-    from litrag.query.edge_store import StoreLockedError
+    from litrag.stores.edge_store import StoreLockedError
 
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
@@ -160,7 +160,7 @@ def run_api(
     from litrag.app.api import RATE_PER_MINUTE, create_app
     from litrag.app.handoff import running_ui
     from litrag.app.service import ChatService
-    from litrag.query.edge_store import StoreLockedError
+    from litrag.stores.edge_store import StoreLockedError
 
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

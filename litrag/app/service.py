@@ -20,6 +20,7 @@ from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 
+from litrag.answering.answer import Answer, AnswerStream, condense_prompt
 from litrag.builders import (
     AnswerLLM,
     build_character_indexer,
@@ -31,10 +32,9 @@ from litrag.builders import (
     build_window_encoder,
 )
 from litrag.ingestion.library import BookRecord, IngestReport, Library
-from litrag.query.answer import Answer, AnswerStream, condense_prompt
-from litrag.query.retriever import RetrievalSettings, loaded_books
-from litrag.query.stores import store_description
+from litrag.retrieval.retriever import RetrievalSettings, loaded_books
 from litrag.settings import Settings
+from litrag.stores.factory import store_description
 
 logger = logging.getLogger(__name__)
 

@@ -193,7 +193,7 @@ class ParagraphNodeParser(SpanNodeParser):
 def paragraph_spans(text: str, max_words: int = MERGE_WORDS) -> list[Span]:
     """The spans ``paragraph_chunker`` cuts from ``text``: blank-line paragraphs merged greedily
     while their words sum to at most ``max_words`` (the same rule as ``DynamicMergeNodeParser``).
-    Why a function: BM25 scores a block by its best such child (``query.window_bm25``)."""
+    Why a function: BM25 scores a block by its best such child (``scoring.window_bm25``)."""
     out: list[Span] = []
     start = end = -1
     words = 0

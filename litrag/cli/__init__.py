@@ -99,7 +99,7 @@ def _known_error(exc: BaseException) -> str | None:
     narrative = sys.modules.get("litrag.narrative.jsonfile")
     if narrative is not None and isinstance(exc, narrative.DamagedFileError):
         return str(exc)
-    edge = sys.modules.get("litrag.query.edge_store")
+    edge = sys.modules.get("litrag.stores.edge_store")
     known = (edge.StoreConfigError, edge.StoreLockedError, edge.StoreDamagedError) if edge else ()
     if edge is not None and isinstance(exc, known):
         return str(exc)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from litrag.cli.common import add_backend_flag, settings_from_args
-from litrag.query.evidence import from_evidence
+from litrag.retrieval.evidence import from_evidence
 from litrag.segment.controls import strip_controls
 from litrag.settings import SettingsError
 
@@ -43,15 +43,15 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     from litrag.ingestion.library import Library
     from litrag.models.llama_server import LocalModelError
     from litrag.models.served import BackendError
-    from litrag.query.edge_store import StoreLockedError
-    from litrag.query.retriever import RetrievalSettings, UnknownBookError
+    from litrag.retrieval.retriever import RetrievalSettings, UnknownBookError
     from litrag.settings import llm_backend
+    from litrag.stores.edge_store import StoreLockedError
 
     def fail(msg: str, code: int = 2) -> int:
         print(f"error: {msg}", file=sys.stderr)
         return code
 
-    from litrag.query.ask_request import AskRequest, AskRequestError
+    from litrag.answering.ask_request import AskRequest, AskRequestError
 
     question = " ".join(args.question.split())
     if not question:

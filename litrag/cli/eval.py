@@ -153,9 +153,9 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     from litrag.eval.judge import build_judge
     from litrag.eval.questions import DATASETS, load_answer_questions, select_questions
     from litrag.models.llama_server import LocalModelError
-    from litrag.query.edge_store import StoreLockedError
-    from litrag.query.retriever import RetrievalSettings, UnknownBookError
+    from litrag.retrieval.retriever import RetrievalSettings, UnknownBookError
     from litrag.settings import focus_words, llm_backend, read_words
+    from litrag.stores.edge_store import StoreLockedError
 
     check_at_least(args, top_k=1, limit=1, answer_tokens=1, judge_retries=0)
     _check_bertscore(args.bertscore, settings.bertscore_model())

@@ -12,8 +12,8 @@ from litrag.cli.common import check_at_least, settings_from_args
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from litrag.query.export import open_target
-    from litrag.query.stores import children_collection
+    from litrag.stores.export import open_target
+    from litrag.stores.factory import children_collection
 
     s = settings_from_args(args)
     check_at_least(args, shards=1, replication_factor=1, shard_groups=1)
@@ -43,8 +43,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def _export_one(args: argparse.Namespace, home: Path, name: str, client: Any, target: str) -> int:
     import warnings
 
-    from litrag.query.edge_store import QdrantEdgeVectorStore, StoreLockedError
-    from litrag.query.export import export_library
+    from litrag.stores.edge_store import QdrantEdgeVectorStore, StoreLockedError
+    from litrag.stores.export import export_library
 
     try:
         source = QdrantEdgeVectorStore(path=home / "index", collection_name=name)
@@ -86,9 +86,9 @@ def _import_back(index: Path, client: Any, pairs: list[tuple[str, str]]) -> int:
     """``--from``: server collections into new embedded ones (never over an existing one)."""
     import warnings
 
-    from litrag.query.edge_store import QdrantEdgeVectorStore
-    from litrag.query.export import import_library
-    from litrag.query.server_store import DENSE_NAME, WINDOW_NAME
+    from litrag.stores.edge_store import QdrantEdgeVectorStore
+    from litrag.stores.export import import_library
+    from litrag.stores.server_store import DENSE_NAME, WINDOW_NAME
 
     code = 0
     for remote, name in pairs:

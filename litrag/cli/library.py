@@ -208,7 +208,7 @@ def _run_ingest(
     rows: dict[str, dict[str, Any]] | None,
     failed: list[tuple[str, str]],
 ) -> int:
-    from litrag.query.stores import store_description
+    from litrag.stores.factory import store_description
 
     print(f"library: {s.home} ({store_description(s.qdrant_url)})", file=sys.stderr)
     if args.ray_address is not None:
@@ -260,7 +260,7 @@ def _ingest_with(
     on_ray: Callable[[Any], Any] | None,
 ) -> int:
     from litrag.builders import build_library
-    from litrag.query.edge_store import StoreLockedError
+    from litrag.stores.edge_store import StoreLockedError
 
     try:
         library = build_library(s)
@@ -421,7 +421,7 @@ def _cmd_remove(args: argparse.Namespace) -> int:
         print(f"error: no book {args.book!r} in {s.home} (see: litrag books)", file=sys.stderr)
         return 2
     from litrag.builders import build_asset_remover, build_children_store, has_children
-    from litrag.query.edge_store import StoreLockedError
+    from litrag.stores.edge_store import StoreLockedError
 
     records = Library.read_registry(s.home)
     try:

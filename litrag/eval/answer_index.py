@@ -69,7 +69,7 @@ class HarnessIndex:
     the Edge collection ``answers-<chunker>``; rebuilt each run from the caches, which is cheap."""
 
     def __init__(self, chunker: str, cache_dir: Path, embedder: CachedEmbedder, say: Say) -> None:
-        from litrag.query.edge_store import QdrantEdgeVectorStore
+        from litrag.stores.edge_store import QdrantEdgeVectorStore
 
         self.spec = chunker_specs([chunker])[0]
         self.cache_dir = cache_dir
@@ -88,7 +88,7 @@ class HarnessIndex:
         return self.spec.label
 
     def add(self, book: LoadedBook) -> None:
-        from litrag.query.bm25 import BM25Encoder, BM25Index, tokenize
+        from litrag.scoring.bm25 import BM25Encoder, BM25Index, tokenize
 
         t0 = time.perf_counter()
         nodes, hit = chunk_book(self.spec, book.docs, book.key, self.cache_dir)

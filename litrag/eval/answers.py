@@ -158,7 +158,7 @@ class Generator:
 
 def prompt_fingerprint(engine: Any) -> str:
     """The answer prompt's text (every message template), hashed: a new prompt, new answers."""
-    from litrag.query.answer import EXTRACTIVE_LABEL
+    from litrag.answering.answer import EXTRACTIVE_LABEL
 
     if engine.llm is None:
         return "extractive:" + hashlib.sha256(EXTRACTIVE_LABEL.encode()).hexdigest()[:12]
@@ -202,7 +202,7 @@ def _answer(
 ) -> tuple[dict[str, Any], list[str], bool]:
     """The answer record for ``q`` (cached or generated), the retrieved passages, and whether
     it came from the cache."""
-    from litrag.query.answer import AnswerStream, passage
+    from litrag.answering.answer import AnswerStream, passage
 
     nodes = engine.retrieve(QueryBundle(q.question))
     contexts = [passage(n) for n in nodes]
@@ -247,8 +247,8 @@ def _engine(
 ) -> Any:
     """A ``BookQueryEngine`` for ``book``: over the harness index, or the library's store (and
     its children's, where the book has them)."""
-    from litrag.query.answer import BookQueryEngine
-    from litrag.query.retriever import BookRetriever
+    from litrag.answering.answer import BookQueryEngine
+    from litrag.retrieval.retriever import BookRetriever
 
     if index is not None:
         index.add(book)
@@ -290,7 +290,7 @@ def _engine(
 
 def _focus(gen: Generator, embed: Any) -> Any:
     """The excerpt step ``gen`` asks for: only an LLM reads excerpts, and they need embeddings."""
-    from litrag.query.focus import PassageFocus
+    from litrag.answering.focus import PassageFocus
 
     if not gen.focus_words or gen.llm is None or embed is None:
         return None
@@ -359,7 +359,7 @@ def evaluate_answers(
     the harness's chunking. ``retrieval``: ``RetrievalSettings`` (default: the ``embedded``
     preset from the environment).
     """
-    from litrag.query.retriever import RetrievalSettings
+    from litrag.retrieval.retriever import RetrievalSettings
 
     t_start = time.perf_counter()
     gen = generator or Generator()

@@ -316,9 +316,9 @@ def build_judge(
     (one model in memory).
     Ratings are short and deterministic: temperature 0, a few tokens, Qwen3 thinking off.
     """
+    from litrag.answering.answer import CHARS_PER_TOKEN
     from litrag.builders import AnswerLLM, build_url_llm, local_server, thinking_off
     from litrag.models.served import describe, url_client
-    from litrag.query.answer import CHARS_PER_TOKEN
     from litrag.settings import llm_backend
 
     params: dict[str, Any] = {"max_tokens": 24, "temperature": 0.0}

@@ -120,7 +120,7 @@ _ABSTAIN = tuple(
     for p in (
         "doesn't say",
         "does not say",
-        "do not say",  # the product's own reply (query.quote.no_answer_text)
+        "do not say",  # the product's own reply (answering.quote.no_answer_text)
         "don't say",
         "doesn't state",
         "does not state",
@@ -130,7 +130,7 @@ _ABSTAIN = tuple(
         "does not mention",
         "not mentioned",
         "never mentioned",
-        "never mentions",  # query.name_check's reply
+        "never mentions",  # answering.name_check's reply
         "no mention",
         "doesn't tell",
         "does not tell",

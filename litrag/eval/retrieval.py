@@ -67,9 +67,9 @@ from litrag.eval.registry import (
     slug,
 )
 from litrag.eval.spans import normalize
-from litrag.query.fusion import Fusion
-from litrag.query.window_bm25 import DEFAULT_POOL
-from litrag.query.windows import SentenceWindowEncoder
+from litrag.scoring.fusion import Fusion
+from litrag.scoring.window_bm25 import DEFAULT_POOL
+from litrag.scoring.windows import SentenceWindowEncoder
 
 DEFAULT_TOP_K = 20
 DEFAULT_ALPHA = 0.5
@@ -227,14 +227,14 @@ class RetrievalRun:
 # --------------------------------------------------------------------------------- harness
 def _bm25_windows(weight: float | None) -> float:
     """The window weight of BM25 scores: the library's (RetrievalSettings) unless given."""
-    from litrag.query.retriever import RetrievalSettings
+    from litrag.retrieval.retriever import RetrievalSettings
 
     return RetrievalSettings().bm25_windows if weight is None else weight
 
 
 def _bm25_window_kind(kind: str | None) -> str:
     """The pieces BM25 windows are made of: the library's (RetrievalSettings) unless given."""
-    from litrag.query.retriever import RetrievalSettings
+    from litrag.retrieval.retriever import RetrievalSettings
 
     return RetrievalSettings().bm25_window_kind if kind is None else kind
 
@@ -305,8 +305,8 @@ def evaluate_chunker(
     is needed by ``rerank`` modes: it reorders the hybrid list, reading each chunk's stored view
     (its ``metadata_mode``, LLM by default).
     """
-    from litrag.query.bm25 import BM25Encoder, BM25Index, tokenize
-    from litrag.query.edge_store import QdrantEdgeVectorStore
+    from litrag.scoring.bm25 import BM25Encoder, BM25Index, tokenize
+    from litrag.stores.edge_store import QdrantEdgeVectorStore
 
     cand = max(candidates or top_k, top_k)
     per_book: dict[str, dict[str, float]] = {}

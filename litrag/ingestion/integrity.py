@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
     from litrag.ingestion.library import Library
-    from litrag.query.edge_store import QdrantEdgeVectorStore
+    from litrag.stores.edge_store import QdrantEdgeVectorStore
 
 
 # ------------------------------------------------------------------------------- files only
@@ -43,7 +43,7 @@ def check_files(
     home: Path, collection: str, records: Iterable[BookRecord], embedded: bool
 ) -> list[Problem]:
     """What can be told from the files alone, without opening (or locking) the store."""
-    from litrag.query.edge_schema import config_mismatch, read_config, shard_config_path
+    from litrag.stores.edge_schema import config_mismatch, read_config, shard_config_path
 
     home = Path(home)
     records = list(records)
@@ -273,7 +273,7 @@ def check_library_files(
     """The files a library opens with: the registry, the docstore, the ingestion cache and the
     store config. Returns (problems left, repairs done). A damaged file is set aside (kept),
     never deleted; the store config is re-derived from the shard's own config."""
-    from litrag.query.edge_schema import config_from_shard, write_config
+    from litrag.stores.edge_schema import config_from_shard, write_config
 
     home = Path(home)
     problems: list[Problem] = []
@@ -323,7 +323,7 @@ def _check_shard(folder: Path, repair: bool, done: list[str]) -> list[Problem]:
     """The engine's own files: the shard loads. A damaged one is set aside (kept) by the
     repair; the books whose points went with it are then ingested again from their sources
     (``verify_library``), as after a deleted shard."""
-    from litrag.query.edge_open import probe_shard
+    from litrag.stores.edge_open import probe_shard
 
     damage = probe_shard(folder)
     if damage is None:

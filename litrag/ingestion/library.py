@@ -63,7 +63,7 @@ from litrag.segment import LitSegNodeParser
 if TYPE_CHECKING:
     from litrag.narrative.asset_store import AssetRemover
     from litrag.narrative.index import CharacterIndexer
-    from litrag.query.windows import SentenceWindowEncoder
+    from litrag.scoring.windows import SentenceWindowEncoder
 
 _T = TypeVar("_T")
 
@@ -107,7 +107,7 @@ class Library:
         self.home = Path(home)
         # Small-to-big: with a store for them, each book's blocks are snapped to its paragraph
         # children (ParagraphAligner) and the children are embedded and stored there, so
-        # retrieval ranks blocks through them (litrag.query.retriever, rank_through).
+        # retrieval ranks blocks through them (litrag.retrieval.retriever, rank_through).
         self.children_store = children_store
         self.aligner = ParagraphAligner() if children_store is not None else None
         # A removed or replaced book loses its assets.

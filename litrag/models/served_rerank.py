@@ -16,7 +16,7 @@ error, a malformed reply) costing one warning line and the fused order, never th
 speaks TEI's other schema (``texts``, ``score``).
 
 What is sent: each candidate block's text as the answering LLM reads it (``MetadataMode.LLM``:
-chapter title, book, the block), not the paragraph child that ranked it (``query.evidence``).
+chapter title, book, the block), not the paragraph child that ranked it (``retrieval.evidence``).
 The child was chosen by the first stage (MiniLM and BM25), whose mistakes the reranker is there
 to correct: a block whose answering paragraph is not its best-scored child would be judged on the
 wrong paragraph and sink. The block is also what the LLM reads, so its score is the score of the

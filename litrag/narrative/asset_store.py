@@ -71,7 +71,7 @@ class AssetStore:
         api_key: str | None = None,
         embed_model: Any = None,
     ) -> AssetStore:
-        from litrag.query.stores import make_vector_store
+        from litrag.stores.factory import make_vector_store
 
         dim = None
         if embed_model is not None:
@@ -156,7 +156,7 @@ class AssetStore:
 
     def retriever(self, book_id: str, upto_chapter: int | None = None, **kwargs: Any) -> Any:
         """A ``BookRetriever`` over the assets: hybrid search, book and spoiler filter."""
-        from litrag.query.retriever import BookRetriever
+        from litrag.retrieval.retriever import BookRetriever
 
         return BookRetriever(
             self.store, self.embed_model, book_id, upto_chapter=upto_chapter, **kwargs

@@ -40,16 +40,7 @@ from llama_index.core.prompts import ChatPromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from litrag.narrative.characters import CharacterIndex
-from litrag.narrative.excerpts import (
-    NAMING_WORDS,
-    gist_excerpt,
-    naming_excerpt,
-    naming_pattern,
-)
-from litrag.narrative.router import Route, fold, route
-from litrag.narrative.tools import NarrativeTools, ToolOutput, spread, story_key
-from litrag.query.answer import (
+from litrag.answering.answer import (
     CHARS_PER_TOKEN,
     GUTENQA_SUFFIX,
     QA_SYSTEM_PROMPT,
@@ -64,7 +55,16 @@ from litrag.query.answer import (
     format_chunk,
     llm_name,
 )
-from litrag.query.answer_types import passage
+from litrag.answering.answer_types import passage
+from litrag.narrative.characters import CharacterIndex
+from litrag.narrative.excerpts import (
+    NAMING_WORDS,
+    gist_excerpt,
+    naming_excerpt,
+    naming_pattern,
+)
+from litrag.narrative.router import Route, fold, route
+from litrag.narrative.tools import NarrativeTools, ToolOutput, spread, story_key
 from litrag.segment.quoting import DATA_RULE, quoted, quoted_title
 from litrag.segment.sentences import split_sentences
 from litrag.segment.sync import run_sync

@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 
 from litrag.narrative.router import fold
-from litrag.query.bm25 import tokenize
+from litrag.scoring.bm25 import tokenize
 from litrag.segment.sentences import Sentence, split_sentences
 
 GAP = "[...]"

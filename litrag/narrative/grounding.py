@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from litrag.narrative.schema import BlockExtraction
-from litrag.query.bm25 import tokenize
+from litrag.scoring.bm25 import tokenize
 
 MIN_SHARE = 0.6
 _NAME = re.compile(r"\b[A-Z][a-z]+(?:[-'][A-Za-z]+)?\b")

@@ -30,13 +30,13 @@ from typing import Any
 from llama_index.core.schema import BaseNode, NodeWithScore
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 
+from litrag.answering.ahead import asks_for_ending
+from litrag.answering.answer import format_chunk
 from litrag.narrative.asset_store import AssetStore
 from litrag.narrative.canon import Canonicalizer
 from litrag.narrative.characters import Character, CharacterIndex
 from litrag.narrative.router import fold
-from litrag.query.ahead import asks_for_ending
-from litrag.query.answer import format_chunk
-from litrag.query.retriever import BookRetriever, book_filters, character_filters, within_limit
+from litrag.retrieval.retriever import BookRetriever, book_filters, character_filters, within_limit
 
 TOOL_NAMES = (
     "search_passages",

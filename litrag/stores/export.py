@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from litrag.query.edge_points import StoredPoint
-from litrag.query.edge_store import QdrantEdgeVectorStore
-from litrag.query.server_store import SHARD_GROUPS_KEY
+from litrag.stores.edge_points import StoredPoint
+from litrag.stores.edge_store import QdrantEdgeVectorStore
+from litrag.stores.server_store import SHARD_GROUPS_KEY
 
 
 @dataclass
@@ -45,8 +45,8 @@ def open_target(url: str, api_key: str | None, flag: str = "--to") -> Any:
 
     from qdrant_client import QdrantClient
 
-    from litrag.query.stores import qdrant_client_settings
     from litrag.settings import ServerUnreachableError, SettingsError, unreachable_reason
+    from litrag.stores.factory import qdrant_client_settings
 
     url = url.strip()
     if url.startswith("path:"):
@@ -91,7 +91,7 @@ def ensure_collection(
     """Create the target collection as ``QdrantServerStore`` makes one (window multivector where
     the source keeps one, sparse vector for filter-scoped IDF, payload indexes, sharding),
     unless it exists."""
-    from litrag.query.server_store import WINDOW_NAME, create_collection
+    from litrag.stores.server_store import WINDOW_NAME, create_collection
 
     if client.collection_exists(name):
         return
@@ -114,16 +114,16 @@ def server_point(point: StoredPoint) -> Any:
     term ids (packed as Edge keeps them, cut from the text where the source did not keep them)."""
     from qdrant_client import models
 
-    from litrag.query.edge_points import KEPT_TERM_KEYS, SENTENCE_PACKED_KEY
-    from litrag.query.kept_terms import pack_terms
-    from litrag.query.server_store import (
+    from litrag.scoring.kept_terms import pack_terms
+    from litrag.scoring.window_bm25 import sentence_terms
+    from litrag.stores.edge_points import KEPT_TERM_KEYS, SENTENCE_PACKED_KEY
+    from litrag.stores.server_store import (
         DENSE_NAME,
         SPARSE_NAME,
         TERMS_KEY,
         WINDOW_NAME,
         distinct_terms,
     )
-    from litrag.query.window_bm25 import sentence_terms
 
     vector: dict[str, Any] = {}
     payload = dict(point.payload)
@@ -154,7 +154,7 @@ def export_library(
     """Upsert every point of ``source`` into ``collection`` (every vector: dense, sparse,
     windows), each under its book's shard key when sharded by book; resumable through
     ``progress_file``."""
-    from litrag.query.server_shards import shard_key
+    from litrag.stores.server_shards import shard_key
 
     extra: dict[str, Any] = {}
     if shards:
@@ -231,7 +231,7 @@ def import_library(
     kept; the server-only ``_terms`` payload is left behind."""
     import qdrant_edge as qe
 
-    from litrag.query.server_store import DENSE_NAME, SPARSE_NAME, TERMS_KEY, WINDOW_NAME
+    from litrag.stores.server_store import DENSE_NAME, SPARSE_NAME, TERMS_KEY, WINDOW_NAME
 
     cfg = target.config
     shard = target.client

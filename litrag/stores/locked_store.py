@@ -15,7 +15,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryResult,
 )
 
-from litrag.query.edge_store import (
+from litrag.stores.edge_store import (
     Hit,
     PointId,
     QdrantEdgeVectorStore,

@@ -30,8 +30,10 @@ from llama_index.core.vector_stores.types import (
 )
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-from litrag.query.edge_filters import match_any, metadata_filters_to_edge
-from litrag.query.edge_points import (
+from litrag.scoring.fusion import Fusion, fuse_ranked
+from litrag.scoring.window_bm25 import WindowKind, rescore
+from litrag.stores.edge_filters import match_any, metadata_filters_to_edge
+from litrag.stores.edge_points import (
     KEPT_TERM_KEYS,
     NODE_KEYS,
     SENTENCE_PACKED_KEY,
@@ -46,9 +48,7 @@ from litrag.query.edge_points import (
     points_to_result,
     sparse_vector,
 )
-from litrag.query.edge_schema import DOC_ID_KEY, EdgeStoreConfig
-from litrag.query.fusion import Fusion, fuse_ranked
-from litrag.query.window_bm25 import WindowKind, rescore
+from litrag.stores.edge_schema import DOC_ID_KEY, EdgeStoreConfig
 
 # (dense_result, sparse_result, *, alpha, top_k) -> fused result, as in QdrantVectorStore.
 HybridFusionCallable = Callable[..., VectorStoreQueryResult]

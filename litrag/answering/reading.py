@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from llama_index.core.schema import NodeWithScore
 
-from litrag.query.answer_types import passage
-from litrag.query.evidence import evidence_text
+from litrag.answering.answer_types import passage
+from litrag.retrieval.evidence import evidence_text
 from litrag.segment.quoting import quoted
 from litrag.segment.sentences import split_sentences
 
@@ -96,7 +96,7 @@ def next_block_evidence(
     min_words: int = TAIL_MIN_WORDS,
 ) -> tuple[NodeWithScore, str, str] | None:
     """The part of the first block ``within_words`` left out that ranked it (its winning child,
-    ``query.evidence``), cut to whole sentences within the words ``kept`` left of ``words``:
+    ``retrieval.evidence``), cut to whole sentences within the words ``kept`` left of ``words``:
     the block, its chunk, the text read. None when nothing is left out, fewer than ``min_words``
     are left, or the block has no evidence span.
 

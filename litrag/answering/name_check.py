@@ -37,8 +37,8 @@ from functools import lru_cache
 
 from llama_index.core.schema import NodeWithScore
 
-from litrag.query.answer_types import AnswerRun, Source, passage
-from litrag.query.quote import no_answer_text
+from litrag.answering.answer_types import AnswerRun, Source, passage
+from litrag.answering.quote import no_answer_text
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ _NOT_NAMES = frozenset(
 
 @lru_cache(maxsize=1)
 def _stopwords() -> frozenset[str]:
-    from litrag.query.bm25 import stop_words
+    from litrag.scoring.bm25 import stop_words
 
     return frozenset(stop_words())
 
@@ -381,11 +381,11 @@ class NameGate:
 # ------------------------------------------------ a name tied to what the question asks about
 # Is the name an answer gives tied, in the passages, to what the question asks about?
 #
-# The name check (``query.name_check``) withdraws a name that no source holds. What it cannot see
-# is a name the sources do hold, given as the answer to a question they do not answer: "What was
-# the name of Judge Miller's wife?" -> "Mollie" (one of his daughters: the book never names a
-# wife), "What is the name of Watson's wife?" -> "Mrs. Hudson", "Who built the Lost Cabin?" ->
-# "John Thornton". A small model picks the nearest name on the page.
+# The name check (``answering.name_check``) withdraws a name that no source holds. What it
+# cannot see is a name the sources do hold, given as the answer to a question they do not
+# answer: "What was the name of Judge Miller's wife?" -> "Mollie" (one of his daughters: the
+# book never names a wife), "What is the name of Watson's wife?" -> "Mrs. Hudson", "Who built
+# the Lost Cabin?" -> "John Thornton". A small model picks the nearest name on the page.
 #
 # The test here needs no model: a name that answers the question is written, somewhere in the
 # passages the model read, in the same sentence (or the one before or after, where a pronoun carries
@@ -414,7 +414,7 @@ _ASKING = frozenset(
 
 
 def _stems(text: str) -> set[str]:
-    from litrag.query.bm25 import tokenize
+    from litrag.scoring.bm25 import tokenize
 
     return set(tokenize(text))
 

@@ -14,7 +14,7 @@ from llama_index.core.base.response.schema import RESPONSE_TYPE, StreamingRespon
 from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.schema import NodeWithScore
 
-from litrag.query.evidence import evidence_text
+from litrag.retrieval.evidence import evidence_text
 from litrag.segment.parser import CONTEXT_JOIN
 
 
@@ -125,10 +125,10 @@ class Answer(BaseModel):
     error: str | None = Field(default=None, description="One line, when the LLM failed.")
     withheld: list[str] = Field(
         default_factory=list,
-        description="Names the check withheld (litrag.query.name_check): the question's that the "
-        "book never mentions within the limit (the LLM was not called), or the draft answer's that "
-        "no source names (the draft was replaced; one the book does not write up to a spoiler "
-        "limit is given as '[a name not met yet]'); empty: nothing was withheld.",
+        description="Names the check withheld (litrag.answering.name_check): the question's "
+        "that the book never mentions within the limit (the LLM was not called), or the draft "
+        "answer's that no source names (the draft was replaced; one the book does not write up "
+        "to a spoiler limit is given as '[a name not met yet]'); empty: nothing was withheld.",
     )
     draft: str | None = Field(
         default=None,

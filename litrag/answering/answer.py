@@ -22,7 +22,7 @@ Without an LLM the answer is *extractive*: the sentences of the top block that s
 BM25 weight with the question, labelled as such in the text itself.
 
 What an answer is (``Answer``, its ``Source`` list, the ``AnswerRun`` an engine fills and the
-``AnswerStream`` a caller reads) lives in ``litrag.query.answer_types``, the public interface a
+``AnswerStream`` a caller reads) lives in ``litrag.answering.answer_types``, the public interface a
 routed engine (``litrag.narrative.engine``) fills too.
 """
 
@@ -42,8 +42,8 @@ from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from litrag.query import ahead, name_check, quote
-from litrag.query.answer_types import (  # re-exported: what an answer is
+from litrag.answering import ahead, name_check, quote
+from litrag.answering.answer_types import (  # re-exported: what an answer is
     RUN_KEY,
     Answer,
     AnswerMode,
@@ -53,10 +53,9 @@ from litrag.query.answer_types import (  # re-exported: what an answer is
     Source,
     passage,
 )
-from litrag.query.bm25 import BM25Index
-from litrag.query.focus import PassageFocus
-from litrag.query.llm_errors import describe_llm_error, finish_reason
-from litrag.query.reading import (  # re-exported: what the LLM reads
+from litrag.answering.focus import PassageFocus
+from litrag.answering.llm_errors import describe_llm_error, finish_reason
+from litrag.answering.reading import (  # re-exported: what the LLM reads
     CHARS_PER_TOKEN,
     chunk_heading,
     estimate_tokens,
@@ -66,7 +65,8 @@ from litrag.query.reading import (  # re-exported: what the LLM reads
     next_block_evidence,
     within_words,
 )
-from litrag.query.retriever import BookRetriever
+from litrag.retrieval.retriever import BookRetriever
+from litrag.scoring.bm25 import BM25Index
 from litrag.segment.llm_calls import Sampling, request_kwargs
 from litrag.segment.quoting import DATA_RULE, quoted, quoted_title
 from litrag.segment.sentences import split_sentences
@@ -254,9 +254,9 @@ class BookQueryEngine(BaseQueryEngine):
         """``llm_health`` explains a failed LLM call in the user's terms when it can (the local
         llama.cpp server crashed, and why); its line replaces the HTTP client's.
         ``answer_style``: ``single`` (one call, the paper's prompt) or ``quote`` (the model names
-        the sentences that answer, then answers from them: ``litrag.query.quote``).
+        the sentences that answer, then answers from them: ``litrag.answering.quote``).
         ``check_names``: names of the question and of the draft read against the book
-        (``litrag.query.name_check``). ``read_words``: the LLM reads the best blocks whole while
+        (``litrag.answering.name_check``). ``read_words``: the LLM reads the best blocks whole while
         they hold this many words in all, the first always (``within_words``; 0: all given);
         ``read_next_evidence``: the words they leave read the next block's winning paragraph
         (``next_block_evidence``; off by default: more of the gold is read, but the packaged
@@ -410,7 +410,7 @@ class BookQueryEngine(BaseQueryEngine):
         return name_check.BookWords.of(self.retriever.book_texts())
 
     def ending_lies_ahead(self, question: str) -> bool:
-        """``question`` asks how the book ends, and it goes on past the limit (query.ahead)."""
+        """``question`` asks how the book ends, and it goes on past the limit (answering.ahead)."""
         return ahead.asks_for_ending(question) and self.retriever.has_text_past_limit()
 
     def _stopped(self, question: str, nodes: list, run: AnswerRun, meta: dict) -> Any:

@@ -44,7 +44,15 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_
 from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import models
 
-from litrag.query.edge_points import (
+from litrag.scoring.fusion import (
+    Fusion,
+    distribution_score_fusion,
+    reciprocal_rank_fusion,
+    relative_score_fusion,
+)
+from litrag.scoring.kept_terms import pack_terms
+from litrag.scoring.window_bm25 import DEFAULT_POOL, WindowKind, rescore, sentence_terms
+from litrag.stores.edge_points import (
     NODE_ID_KEY,
     SENTENCE_PACKED_KEY,
     SENTENCE_TERMS_KEY,
@@ -54,16 +62,8 @@ from litrag.query.edge_points import (
     node_id_to_point_id,
     paged,
 )
-from litrag.query.fusion import (
-    Fusion,
-    distribution_score_fusion,
-    reciprocal_rank_fusion,
-    relative_score_fusion,
-)
-from litrag.query.kept_terms import pack_terms
-from litrag.query.server_search import TERMS_KEY, ServerSearch
-from litrag.query.server_shards import books_of, keys_for, shard_key
-from litrag.query.window_bm25 import DEFAULT_POOL, WindowKind, rescore, sentence_terms
+from litrag.stores.server_search import TERMS_KEY, ServerSearch
+from litrag.stores.server_shards import books_of, keys_for, shard_key
 
 logger = logging.getLogger(__name__)
 
@@ -223,7 +223,7 @@ class QdrantServerStore(QdrantVectorStore):
         if self.window_vector_name and self._window_doc_fn is None:
             raise ValueError(
                 f"{self.collection_name} keeps sentence-window vectors: pass window_doc_fn (e.g. "
-                "litrag.query.windows.SentenceWindowEncoder) to add nodes"
+                "litrag.scoring.windows.SentenceWindowEncoder) to add nodes"
             )
         points, ids = [], []
         for start in range(0, len(nodes), self.batch_size):

@@ -18,12 +18,12 @@ from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import VectorStoreQueryResult
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
-from litrag.query.edge_schema import EdgeStoreConfig
+from litrag.stores.edge_schema import EdgeStoreConfig
 
 BatchSparseEncoding = tuple[list[list[int]], list[list[float]]]
 # Same shape as llama-index-vector-stores-qdrant's SparseEncoderCallable.
 SparseEncoderCallable = Callable[[list[str]], BatchSparseEncoding]
-# texts -> per text, the vectors of its sentence windows (query.windows.SentenceWindowEncoder).
+# texts -> per text, the vectors of its sentence windows (scoring.windows.SentenceWindowEncoder).
 WindowEncoderCallable = Callable[[list[str]], list[Sequence[Sequence[float]]]]
 # What Edge takes and gives as a point id, and as one named vector of a point.
 PointId = int | uuid.UUID | str

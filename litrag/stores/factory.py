@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-from litrag.query.bm25 import BM25Encoder
+from litrag.scoring.bm25 import BM25Encoder
 
 DENSE_NAME = "text-dense"
 SPARSE_NAME = "text-sparse"
@@ -75,9 +75,9 @@ def make_vector_store(
     encoder = encoder or BM25Encoder()
     if not url:
         if thread_safe:
-            from litrag.query.locked_store import LockedEdgeStore as QdrantEdgeVectorStore
+            from litrag.stores.locked_store import LockedEdgeStore as QdrantEdgeVectorStore
         else:
-            from litrag.query.edge_store import QdrantEdgeVectorStore
+            from litrag.stores.edge_store import QdrantEdgeVectorStore
 
         return QdrantEdgeVectorStore(
             path=home / "index",
@@ -147,7 +147,7 @@ def _server_store(
     try:
         from qdrant_client import QdrantClient
 
-        from litrag.query.server_store import QdrantServerStore
+        from litrag.stores.server_store import QdrantServerStore
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
             "QDRANT_URL needs the 'server' extra: pip install 'litrag[server]'"

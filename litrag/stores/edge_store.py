@@ -43,8 +43,16 @@ from llama_index.core.vector_stores.types import (
 )
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-from litrag.query.edge_filters import metadata_filters_to_edge
-from litrag.query.edge_open import (
+from litrag.scoring.fusion import (
+    Fusion,
+    distribution_score_fusion,
+    reciprocal_rank_fusion,
+    relative_score_fusion,
+)
+from litrag.scoring.kept_terms import pack_terms
+from litrag.scoring.window_bm25 import DEFAULT_POOL, WindowKind, sentence_terms
+from litrag.stores.edge_filters import metadata_filters_to_edge
+from litrag.stores.edge_open import (
     StoreConfigError,
     StoreDamagedError,
     StoreLockedError,
@@ -53,7 +61,7 @@ from litrag.query.edge_open import (
     settle_shard,
     warm_in_background,
 )
-from litrag.query.edge_points import (
+from litrag.stores.edge_points import (
     BatchSparseEncoding,
     Hit,
     PointId,
@@ -69,16 +77,8 @@ from litrag.query.edge_points import (
     scanned_point,
     stored_point,
 )
-from litrag.query.edge_schema import DOC_ID_KEY, SHARD_DIR, EdgeStoreConfig, remove_owner
-from litrag.query.edge_search import EdgeSearch, HybridFusionCallable, IdfCache
-from litrag.query.fusion import (
-    Fusion,
-    distribution_score_fusion,
-    reciprocal_rank_fusion,
-    relative_score_fusion,
-)
-from litrag.query.kept_terms import pack_terms
-from litrag.query.window_bm25 import DEFAULT_POOL, WindowKind, sentence_terms
+from litrag.stores.edge_schema import DOC_ID_KEY, SHARD_DIR, EdgeStoreConfig, remove_owner
+from litrag.stores.edge_search import EdgeSearch, HybridFusionCallable, IdfCache
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -317,7 +317,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         if windowed and self._window_doc_fn is None:
             raise ValueError(
                 f"{self.folder} keeps sentence-window vectors: pass window_doc_fn (e.g. "
-                "litrag.query.windows.SentenceWindowEncoder) to add nodes"
+                "litrag.scoring.windows.SentenceWindowEncoder) to add nodes"
             )
         ids: list[str] = []
         for start in range(0, len(nodes), self.batch_size):

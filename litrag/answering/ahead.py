@@ -15,7 +15,7 @@ import re
 
 from llama_index.core.schema import NodeWithScore
 
-from litrag.query.answer_types import AnswerRun, Source
+from litrag.answering.answer_types import AnswerRun, Source
 
 _WORK = r"(?:book|story|novel|tale)"
 # Each form asks for the end of the whole work; "the ending" alone reads as the book's too.

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
-from litrag.query.bm25 import BM25Index
+from litrag.scoring.bm25 import BM25Index
 from litrag.segment.sentences import split_sentences
 
 GAP = "[...]"

@@ -24,11 +24,11 @@ from llama_index.core.vector_stores.types import (
 )
 from qdrant_client import models
 
-from litrag.query.edge_points import KEPT_TERM_KEYS
-from litrag.query.edge_points import points_to_result as _result  # same ScoredPoint shape
+from litrag.stores.edge_points import KEPT_TERM_KEYS
+from litrag.stores.edge_points import points_to_result as _result  # same ScoredPoint shape
 
 if TYPE_CHECKING:
-    from litrag.query.edge_search import HybridFusionCallable
+    from litrag.stores.edge_search import HybridFusionCallable
 
 _NODE_KEYS = ["_node_content", "_node_type"]
 TERMS_KEY = "_terms"  # a block's distinct BM25 term ids: the document frequencies count them

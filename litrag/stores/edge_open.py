@@ -15,7 +15,7 @@ from pathlib import Path
 
 import qdrant_edge as qe
 
-from litrag.query.edge_schema import (
+from litrag.stores.edge_schema import (
     CONFIG_FILE,
     PAYLOAD_SCHEMA,
     SHARD_DIR,

@@ -17,7 +17,7 @@ the answer lies inside one paragraph; a weight below 1 keeps the block's own sco
 
 Qdrant has no sparse multivectors, so the store's top BM25 candidates are re-scored here: each
 window with the engine's own IDF for the query's terms (read back from the store, so a
-per-book or a collection scope both hold) and the BM25 term saturation of ``litrag.query.bm25``
+per-book or a collection scope both hold) and the BM25 term saturation of ``litrag.scoring.bm25``
 against the candidates' mean window length.
 """
 
@@ -30,8 +30,8 @@ from typing import Literal
 
 import numpy as np
 
-from litrag.query.bm25 import DEFAULT_B, DEFAULT_K1, term_id, tokenize
-from litrag.query.kept_terms import (
+from litrag.scoring.bm25 import DEFAULT_B, DEFAULT_K1, term_id, tokenize
+from litrag.scoring.kept_terms import (
     WINDOW_SENTENCES,
     WINDOW_STRIDE,
     Kept,

@@ -42,11 +42,11 @@ from llama_index.core.vector_stores.types import (
 )
 
 from litrag.chunkers.children import PARENT_KEY
-from litrag.query.evidence import with_evidence
+from litrag.retrieval.evidence import with_evidence
 
 if TYPE_CHECKING:
-    from litrag.query.edge_points import Hit
     from litrag.settings import Settings
+    from litrag.stores.edge_points import Hit
 
 logger = logging.getLogger(__name__)
 
@@ -354,13 +354,13 @@ class BookRetriever(BaseRetriever):
 
     def book_texts(self) -> list[str]:
         """The text of every block of the selected books within the spoiler limit, whatever
-        characters the retriever is steered to: the vocabulary ``query.name_check`` reads."""
+        characters the retriever is steered to: the vocabulary ``answering.name_check`` reads."""
         nodes = self.vector_store.get_nodes(filters=book_filters(self.book_ids, self.upto_chapter))
         return [n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
 
     def has_text_past_limit(self) -> bool:
         """Whether a selected book goes on past the reader's spoiler limit (its ending, then,
-        is not among the passages the reader may see: ``litrag.query.ahead``)."""
+        is not among the passages the reader may see: ``litrag.answering.ahead``)."""
         limit = self.upto_chapter
         if limit is None:
             return False
@@ -447,7 +447,7 @@ class BookRetriever(BaseRetriever):
 
     def _through_children(self, question: str) -> list[NodeWithScore]:
         """Blocks in the order of each one's best child (small-to-big); each block carries
-        that child's span as its evidence (``query.evidence``)."""
+        that child's span as its evidence (``retrieval.evidence``)."""
         if callable(getattr(self.children_store, "query_hits", None)):
             return self._through_child_hits(question)
         best: dict[str, NodeWithScore] = {}

@@ -1,0 +1,1 @@
+"""How a text is scored against a question: BM25, hybrid fusion, sentence windows."""
