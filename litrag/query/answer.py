@@ -10,8 +10,10 @@ rather than a few thousand tokens back (it made the packaged 1.5B model answer m
 the Wild acceptance questions correctly, from the same retrieved blocks).
 Every answer carries its sources: exactly the blocks that were in the prompt, in prompt order
 (blocks that did not fit the model's context are dropped *before* the call, so never cited).
-With a ``PassageFocus`` the prompt holds each block's question-focused excerpt instead of the
-whole block (the default for the small local model; ``Source.excerpt`` says what it read).
+By default the prompt holds whole blocks (the packaged local model reads the best of them while
+they fit ``LITRAG_READ_WORDS``); with a ``PassageFocus`` (``LITRAG_FOCUS_WORDS=N``, off by
+default) it holds each block's question-focused excerpt instead (``Source.excerpt`` says what
+it read).
 
 Failures of the LLM (unreachable, timed out before or during the stream, an HTTP error) do not
 raise: the answer keeps its sources and the partial text, and ``error`` says what happened in one
