@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 DEFAULT_COLLECTION = "litrag"
 RETRIEVAL_PRESETS = ("embedded", "paper")  # litrag.query.retriever.PRESETS (a test checks it)
 # Embedder presets (LITRAG_EMBED_MODEL takes either name): the packaged MiniLM, windowed, or
-# nomic-embed-text-v1.5 on llama.cpp (litrag.models.nomic; docs/results.md, issue 30).
+# nomic-embed-text-v1.5 on llama.cpp (litrag.models.nomic; docs/lab/, issue 30).
 EMBED_PRESETS = {"fast": "minilm", "quality": "nomic"}
 # The packaged llama.cpp models by name (local_model_path's). The 1.5B model is Qwen2.5-Coder-1.5B
 # (the only Qwen GGUF on the registries); "qwen2.5-1.5b" and "qwen" are its older aliases.
@@ -624,7 +624,7 @@ def focus_words(s: Settings) -> int:
 
 def read_words(s: Settings) -> int:
     """Words the answering LLM reads: the best blocks whole while they fit, the first always;
-    0: every block given. Default 650 for the packaged local model (docs/results.md, "What the
+    0: every block given. Default 650 for the packaged local model (docs/lab/, "What the
     local model reads", and "The words whole blocks leave" for what was tried since); a
     configured server reads every block."""
     if s.read_words is not None:
@@ -635,7 +635,7 @@ def read_words(s: Settings) -> int:
 def answer_style(s: Settings) -> str:
     """How the answering LLM answers. Default: one call, for every backend. Quote-then-answer
     lost with the packaged 1.5B model (3 of 10 factual checks right against 5 of 10, first
-    word after ~18 s against ~10 s: docs/results.md, "Quote, then answer"); a served model may
+    word after ~18 s against ~10 s: docs/lab/, "Quote, then answer"); a served model may
     do better with it: ``LITRAG_ANSWER_STYLE=quote``."""
     return s.answer_style or "single"
 

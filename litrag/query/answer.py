@@ -263,7 +263,7 @@ class BookQueryEngine(BaseQueryEngine):
         ``read_next_evidence``: the words they leave read the next block's winning paragraph
         (``next_block_evidence``; off by default: more of the gold is read, but the packaged
         model's answers did not gain and one fewer unanswerable question was declined,
-        docs/results.md)."""
+        docs/lab/)."""
         super().__init__(callback_manager=callback_manager)
         if passage_order not in get_args(PassageOrder):
             raise ValueError(f"passage_order is 'score' or 'story', not {passage_order!r}")
