@@ -1,7 +1,7 @@
 """Chat benchmark: retrieval + fusion latency, LLM time to first token and tokens/s, UI memory.
 
 python benchmarks/bench_chat.py --home LITRAG_HOME [--queries 200] [--llm-questions 5]
-                                [--local-llm qwen2.5-1.5b] [--ui-questions 3] [--skip ui,llm]
+                                [--local-llm qwen2.5-coder-1.5b] [--ui-questions 3] [--skip ui,llm]
 
 Three phases on an ingested library (``litrag ingest`` into ``--home`` first; e.g. the six books):
 
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--llm-questions", type=int, default=5, help="questions for TTFT / tok/s")
     ap.add_argument("--ui-questions", type=int, default=3, help="questions asked through the UI")
     ap.add_argument(
-        "--local-llm", help="packaged model (default: LITRAG_LOCAL_LLM or qwen2.5-1.5b)"
+        "--local-llm", help="packaged model (default: LITRAG_LOCAL_LLM or qwen2.5-coder-1.5b)"
     )
     ap.add_argument("--max-tokens", type=int, default=128, help="answer length cap (llm phase)")
     ap.add_argument(

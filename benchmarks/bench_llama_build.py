@@ -6,7 +6,7 @@ WHEEL``), or ``installed`` for the one in this environment. Every run is a fresh
 getting busier or cooler does not favour one of them.
 
     python benchmarks/bench_llama_build.py --build portable=installed \\
-        --build native=/tmp/native-site --model qwen2.5-1.5b --repeats 5
+        --build native=/tmp/native-site --model qwen2.5-coder-1.5b --repeats 5
 
 Prints, per build, the compile-time CPU features and the median (min-max) of prefill and decode
 tokens per second, then each build's ratio to the first.
@@ -65,7 +65,7 @@ def run_once(site: str, model: Path, args: argparse.Namespace, text: Path) -> di
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", action="append", required=True, help="NAME=DIR or NAME=installed")
-    p.add_argument("--model", default="qwen2.5-1.5b", help="packaged model name or GGUF path")
+    p.add_argument("--model", default="qwen2.5-coder-1.5b", help="packaged model name or GGUF path")
     p.add_argument("--prompt-tokens", type=int, default=512)
     p.add_argument("--gen-tokens", type=int, default=64)
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))

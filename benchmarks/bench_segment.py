@@ -3,7 +3,7 @@
 python benchmarks/bench_segment.py offline [--books DIR]
     each book in its own process: load + chapters + offline segmentation; seconds, words/s,
     blocks, block sizes and peak memory (max RSS of that process)
-python benchmarks/bench_segment.py llm [--model smollm2|qwen2.5-1.5b] [--workers N]
+python benchmarks/bench_segment.py llm [--model smollm2|qwen2.5-coder-1.5b] [--workers N]
     LitSeg-Lite through the packaged llama.cpp server on one chapter: calls, retries,
     tokens, seconds, and the most LLM calls seen in flight at once
 """
@@ -153,7 +153,9 @@ def main() -> None:
     off = sub.add_parser("offline")
     off.add_argument("--books", type=Path, default=DEFAULT_BOOKS)
     llm = sub.add_parser("llm")
-    llm.add_argument("--model", default="smollm2", choices=["smollm2", "qwen2.5-1.5b"])
+    llm.add_argument(
+        "--model", default="smollm2", choices=["smollm2", "qwen2.5-coder-1.5b", "qwen2.5-1.5b"]
+    )
     llm.add_argument("--workers", type=int, default=4)
     llm.add_argument("--chapters", type=int, default=1)
     llm.add_argument("--max-unit-words", type=int, default=1500)

@@ -143,7 +143,7 @@ def build_parser(s: Settings, llm: Any = None) -> Any:
 def build_window_encoder(embed: BaseEmbedding) -> SentenceWindowEncoder | None:
     """Each block's 3-sentence windows, embedded by ``embed``: the store's MaxSim multivector;
     None for an embedder that reads a block whole (nomic), whose library keeps one vector a
-    point: windows there would multiply a slow ingest (docs/results.md, issue 30)."""
+    point: windows there would multiply a slow ingest (docs/lab/, issue 30)."""
     from litrag.models.nomic import reads_whole_texts
     from litrag.scoring.windows import SentenceWindowEncoder
 

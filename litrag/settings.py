@@ -11,12 +11,15 @@ for segmentation, through the same backend), ``LITRAG_EMBED_MODEL`` (``minilm``,
 preset; ``nomic``, the ``quality`` preset; or a sentence-transformers folder), ``LITRAG_EMBED_URL``
 (a served embedder), ``LITRAG_RERANK_URL`` (a served reranker, with ``LITRAG_RERANK_MODEL``,
 ``_API_KEY``, ``_CANDIDATES``, ``_TIMEOUT``).
-Answering: ``LITRAG_LOCAL_LLM`` (the packaged model started when no URL is set),
+Answering: ``LITRAG_LOCAL_LLM`` (the packaged model started when no URL is set:
+``qwen2.5-coder-1.5b``, Qwen2.5-Coder-1.5B-Instruct Q4_K_M, or ``smollm2``),
 ``LITRAG_MODELS`` (its folder), ``LITRAG_LLM_TIMEOUT`` (seconds), ``LITRAG_LLM_CONTEXT`` (tokens),
 ``LITRAG_RETRIEVAL`` (preset, with ``LITRAG_RETRIEVAL_<FIELD>`` overrides; see
 ``litrag.retrieval.retriever``), ``LITRAG_PASSAGE_ORDER`` (``score`` or ``story``: the order of the
-passages in the answer prompt), ``LITRAG_FOCUS_WORDS`` (words of each passage the LLM reads;
-``0``: whole passages; default: 110 for the packaged local model, whole for a server),
+passages in the answer prompt), ``LITRAG_READ_WORDS`` (words the LLM reads: the best blocks whole
+while they fit; default 650 for the packaged local model, every block for a server),
+``LITRAG_FOCUS_WORDS`` (cut each passage to the N words nearest the question; default ``0``:
+whole passages, for every backend),
 ``LITRAG_LLM_TOOLS`` (the server's model calls functions: an agent picks the narrative tools).
 Serving: ``LITRAG_API_KEY`` (the Bearer key `litrag serve-api` asks of its clients).
 
@@ -40,9 +43,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 DEFAULT_COLLECTION = "litrag"
 RETRIEVAL_PRESETS = ("embedded", "paper")  # litrag.retrieval.retriever.PRESETS (a test checks it)
 # Embedder presets (LITRAG_EMBED_MODEL takes either name): the packaged MiniLM, windowed, or
-# nomic-embed-text-v1.5 on llama.cpp (litrag.models.nomic; docs/results.md, issue 30).
+# nomic-embed-text-v1.5 on llama.cpp (litrag.models.nomic; docs/lab/, issue 30).
 EMBED_PRESETS = {"fast": "minilm", "quality": "nomic"}
-LOCAL_MODELS = ("qwen2.5-1.5b", "qwen2.5-coder-1.5b", "qwen", "smollm2")  # local_model_path's
+# The packaged llama.cpp models by name (local_model_path's). The 1.5B model is Qwen2.5-Coder-1.5B
+# (the only Qwen GGUF on the registries); "qwen2.5-1.5b" and "qwen" are its older aliases.
+LOCAL_MODELS = ("qwen2.5-coder-1.5b", "smollm2")
+LOCAL_MODEL_ALIASES = {"qwen2.5-1.5b": "qwen2.5-coder-1.5b", "qwen": "qwen2.5-coder-1.5b"}
 # LITRAG_RETRIEVAL_<FIELD>: the RetrievalSettings fields the environment may override.
 RETRIEVAL_FIELDS: dict[str, type] = {
     "mode": str,
@@ -122,8 +128,8 @@ class SettingsError(ValueError):
 # scripts/ (installing, deploying); known, so the environment check does not refuse them.
 OTHER_VARS = tuple(
     f"LITRAG_{n}"
-    for n in """DEBUG DATA WORDNET BERTSCORE_MODEL GGUF_CONVERTER EXTRAS LLAMA_CMAKE_ARGS WHEELHOUSE
-    VLLM_HOST VLLM_PORT VLLM_STARTUP GEN_MAX_LEN SEG_MAX_LEN""".split()
+    for n in """DEBUG DATA WORDNET BERTSCORE_MODEL GGUF_CONVERTER EXTRAS SETUP_FORCE
+    LLAMA_CMAKE_ARGS WHEELHOUSE VLLM_HOST VLLM_PORT VLLM_STARTUP GEN_MAX_LEN SEG_MAX_LEN""".split()
 )
 
 
@@ -410,8 +416,10 @@ class Settings(BaseModel):
     read_words: int | None = Field(
         default=None, ge=0, description="Words the LLM reads (0: all); None: see read_words()."
     )
-    local_llm: Literal["qwen2.5-1.5b", "qwen2.5-coder-1.5b", "qwen", "smollm2"] = Field(
-        default="qwen2.5-1.5b", description="The packaged model started without a URL."
+    local_llm: Literal["qwen2.5-coder-1.5b", "smollm2"] = Field(
+        default="qwen2.5-coder-1.5b",
+        description="The packaged model started without a URL ('qwen2.5-1.5b' and 'qwen' are "
+        "accepted for qwen2.5-coder-1.5b).",
     )
     llm_timeout: float | None = Field(
         default=None,
@@ -504,6 +512,12 @@ class Settings(BaseModel):
     @classmethod
     def _backend_lower(cls, v: Any) -> Any:
         return v.strip().lower() if isinstance(v, str) else v
+
+    @field_validator("local_llm", mode="before")
+    @classmethod
+    def _local_alias(cls, v: Any) -> Any:
+        """The model by its real name: the older 'qwen2.5-1.5b' still works."""
+        return LOCAL_MODEL_ALIASES.get(v, v) if isinstance(v, str) else v
 
 
 def llm_backend(s: Settings) -> str:
@@ -610,7 +624,7 @@ def focus_words(s: Settings) -> int:
 
 def read_words(s: Settings) -> int:
     """Words the answering LLM reads: the best blocks whole while they fit, the first always;
-    0: every block given. Default 650 for the packaged local model (docs/results.md, "What the
+    0: every block given. Default 650 for the packaged local model (docs/lab/, "What the
     local model reads", and "The words whole blocks leave" for what was tried since); a
     configured server reads every block."""
     if s.read_words is not None:
@@ -621,7 +635,7 @@ def read_words(s: Settings) -> int:
 def answer_style(s: Settings) -> str:
     """How the answering LLM answers. Default: one call, for every backend. Quote-then-answer
     lost with the packaged 1.5B model (3 of 10 factual checks right against 5 of 10, first
-    word after ~18 s against ~10 s: docs/results.md, "Quote, then answer"); a served model may
+    word after ~18 s against ~10 s: docs/lab/, "Quote, then answer"); a served model may
     do better with it: ``LITRAG_ANSWER_STYLE=quote``."""
     return s.answer_style or "single"
 

@@ -178,7 +178,7 @@ def test_paragraph_chunker_on_emma(books_dir: Path) -> None:
     docs = split_chapters(load_book(books_dir / "pg158_emma.txt"))
     nodes = paragraph_chunker().get_nodes_from_documents(docs)
     words = [word_count(n.get_content()) for n in nodes]
-    assert 150 < statistics.fmean(words) < 185  # MODELS.md: 167 over the six books
+    assert 150 < statistics.fmean(words) < 185  # the paper setting: 167 over the six books
     for w, n in zip(words, nodes, strict=True):
         assert w <= 200 or "merged_nodes" not in n.metadata  # only a lone paragraph is longer
 

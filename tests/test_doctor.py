@@ -94,7 +94,7 @@ def test_a_build_the_cpu_cannot_run_fails_the_check(tmp_path: Path) -> None:
 def test_models_and_store_checks(tmp_path: Path) -> None:
     s = Settings(home=tmp_path / "home")
     models = check_models(tmp_path / "models")
-    assert models.name == "models" and "qwen2.5-1.5b" in models.detail
+    assert models.name == "models" and "qwen2.5-coder-1.5b" in models.detail
     store = check_store(s)
     assert store.status == "ok" and "embedded Qdrant Edge (not created yet)" in store.detail
     assert "0 books" in store.detail

@@ -40,6 +40,19 @@ def test_reading_defaults_follow_the_llm():
     assert focus_words(Settings(llm_url="http://gpu:8000/v1", focus_words=80)) == 80
 
 
+def test_the_local_model_goes_by_its_real_name(monkeypatch):
+    """Qwen2.5-Coder-1.5B is called so; the older setting name still selects it."""
+    assert Settings().local_llm == "qwen2.5-coder-1.5b"
+    for alias in ("qwen2.5-1.5b", "qwen"):
+        monkeypatch.setenv("LITRAG_LOCAL_LLM", alias)
+        assert Settings().local_llm == "qwen2.5-coder-1.5b"
+    monkeypatch.setenv("LITRAG_LOCAL_LLM", "smollm2")
+    assert Settings().local_llm == "smollm2"
+    monkeypatch.setenv("LITRAG_LOCAL_LLM", "qwen2.5-7b")
+    with pytest.raises(SettingsError, match="LITRAG_LOCAL_LLM"):
+        Settings()
+
+
 def test_numbers_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("LITRAG_FOCUS_WORDS", " 80 ")
     monkeypatch.setenv("LITRAG_READ_WORDS", "700")

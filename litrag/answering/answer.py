@@ -10,8 +10,10 @@ rather than a few thousand tokens back (it made the packaged 1.5B model answer m
 the Wild acceptance questions correctly, from the same retrieved blocks).
 Every answer carries its sources: exactly the blocks that were in the prompt, in prompt order
 (blocks that did not fit the model's context are dropped *before* the call, so never cited).
-With a ``PassageFocus`` the prompt holds each block's question-focused excerpt instead of the
-whole block (the default for the small local model; ``Source.excerpt`` says what it read).
+By default the prompt holds whole blocks (the packaged local model reads the best of them while
+they fit ``LITRAG_READ_WORDS``); with a ``PassageFocus`` (``LITRAG_FOCUS_WORDS=N``, off by
+default) it holds each block's question-focused excerpt instead (``Source.excerpt`` says what
+it read).
 
 Failures of the LLM (unreachable, timed out before or during the stream, an HTTP error) do not
 raise: the answer keeps its sources and the partial text, and ``error`` says what happened in one
@@ -261,7 +263,7 @@ class BookQueryEngine(BaseQueryEngine):
         ``read_next_evidence``: the words they leave read the next block's winning paragraph
         (``next_block_evidence``; off by default: more of the gold is read, but the packaged
         model's answers did not gain and one fewer unanswerable question was declined,
-        docs/results.md)."""
+        docs/lab/)."""
         super().__init__(callback_manager=callback_manager)
         if passage_order not in get_args(PassageOrder):
             raise ValueError(f"passage_order is 'score' or 'story', not {passage_order!r}")

@@ -1,6 +1,6 @@
 """The LitSeg paper's reference chunkers, each a LlamaIndex ``NodeParser``.
 
-Configured as in the LitSeg paper (Appendix G, Table 19) and ``shared/MODELS.md``:
+Configured as in the LitSeg paper (Appendix G, Table 19):
 
 - ``token_chunker``: LlamaIndex ``TokenTextSplitter``, 200 tokens, 40 overlap (default tokenizer).
 - ``RecursiveCharacterNodeParser``: LangChain's ``RecursiveCharacterTextSplitter`` algorithm
@@ -104,7 +104,7 @@ def token_chunker(
 
 
 def sentence_chunker(chunk_size: int = 256, chunk_overlap: int = 32) -> TextSplitterNodeParser:
-    """LlamaIndex's ``SentenceSplitter`` (MODELS.md: 256/32)."""
+    """LlamaIndex's ``SentenceSplitter`` (the paper's 256/32)."""
     return TextSplitterNodeParser(
         splitter=SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     )
@@ -313,7 +313,8 @@ def semantic_chunker(
 
 
 def paragraph_chunker(max_words: int = MERGE_WORDS) -> DynamicMergeNodeParser:
-    """Paragraphs merged greedily up to ``max_words`` (MODELS.md's strongest BM25 baseline)."""
+    """Paragraphs merged greedily up to ``max_words`` (the strongest BM25 baseline on the six
+    books)."""
     return DynamicMergeNodeParser(base=ParagraphNodeParser(), max_words=max_words)
 
 

@@ -22,7 +22,7 @@ from litrag.cli.common import (
     seconds,
     settings_from_args,
 )
-from litrag.settings import SettingsError
+from litrag.settings import LOCAL_MODEL_ALIASES, SettingsError
 
 COST = (
     "one LLM call per plot block (and one per retry), cached; measured 126 s a block with the "
@@ -114,7 +114,8 @@ class AssetBuilder:
             raise
         if self.llm is None:
             self.llm = self.lazy = _lazy_local_llm(args)
-            self.identity = f"local:{args.local_llm}"
+            name = LOCAL_MODEL_ALIASES.get(args.local_llm, args.local_llm)
+            self.identity = f"local:{name}"
 
     def extractor(self) -> Any:
         from litrag.narrative.assets import AssetExtractor
@@ -331,10 +332,10 @@ def add_llm_flags(p: Any, *, workers: bool = True, timeout: float | None = 600.0
     p.add_argument("--model", help="model name at --llm-url")
     p.add_argument(
         "--local-llm",
-        choices=["smollm2", "qwen2.5-1.5b"],
-        default="qwen2.5-1.5b",
-        help="the packaged llama.cpp model when no --llm-url is given (default qwen2.5-1.5b); "
-        "its server starts only when a call is not in the reply cache",
+        choices=["smollm2", "qwen2.5-coder-1.5b", "qwen2.5-1.5b"],
+        default="qwen2.5-coder-1.5b",
+        help="the packaged llama.cpp model when no --llm-url is given (default "
+        "qwen2.5-coder-1.5b); its server starts only when a call is not in the reply cache",
     )
     p.add_argument("--n-ctx", type=int, default=4096)
     if workers:

@@ -223,7 +223,7 @@ def add_parsers(sub: Any) -> None:
     )
     doc.add_argument(
         "--local-llm",
-        choices=["smollm2", "qwen2.5-1.5b"],
+        choices=["smollm2", "qwen2.5-coder-1.5b", "qwen2.5-1.5b"],
         help="generate with this packaged model (default: what `litrag ask` uses)",
     )
     doc.add_argument("--json", action="store_true", help="the checks as JSON")

@@ -433,7 +433,7 @@ def add_parsers(sub: Any) -> None:
     add_backend_flag(er)
     er.add_argument(
         "--local-llm",
-        choices=["smollm2", "qwen2.5-1.5b"],
+        choices=["smollm2", "qwen2.5-coder-1.5b", "qwen2.5-1.5b"],
         help="LLM chunkers: start the packaged llama.cpp model (needs the local-llm extra)",
     )
     er.add_argument("--n-ctx", type=int, default=8192, help="context of the local LLM")

@@ -153,7 +153,7 @@ def add_parsers(sub: Any) -> None:
     add_backend_flag(seg)
     seg.add_argument(
         "--local-llm",
-        choices=["smollm2", "qwen2.5-1.5b"],
+        choices=["smollm2", "qwen2.5-coder-1.5b", "qwen2.5-1.5b"],
         help="start the packaged llama.cpp model as the LLM (needs the local-llm extra)",
     )
     seg.add_argument("--n-ctx", type=int, default=8192, help="context of the local LLM")

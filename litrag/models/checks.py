@@ -212,17 +212,19 @@ def check_models(models_dir: Path) -> Check:
     data: dict[str, Any] = {}
     dest = models_dir / ll.QWEN_1_5B_FILE
     if ll._marker_ok(dest, ll.QWEN_1_5B_SIZE, ll.QWEN_1_5B_SHA256):
-        parts.append(f"qwen2.5-1.5b verified (sha256) at {dest}")
-        data["qwen2.5-1.5b"] = str(dest)
+        parts.append(f"qwen2.5-coder-1.5b verified (sha256) at {dest}")
+        data["qwen2.5-coder-1.5b"] = str(dest)
     else:
         try:
             ll.qwen_1_5b_part_paths()
-            parts.append("qwen2.5-1.5b: all 22 parts installed, assembled on first use (~7 s)")
-            data["qwen2.5-1.5b"] = "parts"
+            parts.append(
+                "qwen2.5-coder-1.5b: all 22 parts installed, assembled on first use (~7 s)"
+            )
+            data["qwen2.5-coder-1.5b"] = "parts"
         except ll.LocalModelError as exc:
             status = "warn"
-            parts.append(f"qwen2.5-1.5b missing ({str(exc).split(';')[0]})")
-            data["qwen2.5-1.5b"] = None
+            parts.append(f"qwen2.5-coder-1.5b missing ({str(exc).split(';')[0]})")
+            data["qwen2.5-coder-1.5b"] = None
     try:
         path = ll.smollm2_path()
         parts.append(f"smollm2 at {path}")

@@ -147,12 +147,13 @@ def qwen_1_5b_path(cache_dir: Path | None = None) -> Path:
 
 
 def local_model_path(name: str, cache_dir: Path | None = None) -> Path:
-    """A packaged model by its CLI name: ``smollm2`` or ``qwen2.5-1.5b``."""
+    """A packaged model by its CLI name: ``smollm2`` or ``qwen2.5-coder-1.5b`` (Qwen2.5-Coder-1.5B;
+    ``qwen2.5-1.5b`` and ``qwen`` are its older aliases)."""
     if name == "smollm2":
         return smollm2_path()
     if name in ("qwen2.5-1.5b", "qwen2.5-coder-1.5b", "qwen"):
         return qwen_1_5b_path(cache_dir)
-    raise ValueError(f"unknown local model {name!r}: use 'smollm2' or 'qwen2.5-1.5b'")
+    raise ValueError(f"unknown local model {name!r}: use 'smollm2' or 'qwen2.5-coder-1.5b'")
 
 
 def _marker_path(dest: Path) -> Path:

@@ -3,7 +3,7 @@
 Stronger than the packaged MiniLM as a retriever (768-d, trained for asymmetric search with task
 prefixes) and it reads 8,192 tokens, so a block or a paragraph child is embedded whole: no
 windows, nothing truncated. The price is speed on a CPU (a few passages a second on 2 cores
-against MiniLM's ~25), measured in docs/results.md. The GGUF is assembled from registry packages
+against MiniLM's ~25), measured in docs/lab/. The GGUF is assembled from registry packages
 by ``litrag.models.nomic_files``; nothing is downloaded.
 """
 
@@ -21,7 +21,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
 from litrag.models.nomic_files import NOMIC_NAME, QUALITY_EXTRA, NomicModelError, quantized_path
 
-DEFAULT_QUANT = "q8_0"  # measured against f16 and Q4_K_M: docs/results.md (issue 30)
+DEFAULT_QUANT = "q8_0"  # measured against f16 and Q4_K_M: docs/lab/ (issue 30)
 
 
 class NomicEmbedding(BaseEmbedding):

@@ -9,8 +9,9 @@ Fusion is the vector store's own ``HYBRID`` query (LlamaIndex's relative-score f
 weighting the dense list), so it runs unchanged on the embedded Edge store and on a Qdrant server.
 Two presets:
 
-- ``embedded`` (default): the packaged MiniLM embedder is weak next to BM25 on novels (MODELS.md:
-  BM25 alone beats equal-weight fusion for every chunker), so fusion leans on BM25 (``alpha`` 0.3)
+- ``embedded`` (default): the packaged MiniLM embedder is weak next to BM25 on novels (on the
+  six-book question set BM25 alone beats equal-weight fusion for every chunker, as the rows
+  below show), so fusion leans on BM25 (``alpha`` 0.3)
   and no reranker runs; top 5. Measured on the six-book question set (LitSeg offline blocks,
   ``litrag eval retrieval --modes bm25,hybrid --fusion rsf --alpha 0.1,0.2,0.3,0.5``): Hit@5
   BM25 0.783, alpha 0.1 0.789, 0.2 0.789, 0.3 0.794, 0.5 0.789; MRR 0.689, 0.687, 0.679, 0.671,

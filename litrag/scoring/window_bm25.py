@@ -6,7 +6,7 @@ share them too. Dense retrieval avoids that with MaxSim over 3-sentence windows;
 sparse side the same view, so retrieval depends less on how long the segmenter's blocks are.
 A block's sparse score becomes ``w * best_window / max + (1 - w) * block / max`` over the
 candidates (``w`` = ``RetrievalSettings.bm25_windows``; the figures behind the default are in
-docs/results.md, "BM25 over sentence windows").
+docs/lab/, "BM25 over sentence windows").
 
 Two kinds of piece (``RetrievalSettings.bm25_window_kind``): ``sentences``, 3-sentence windows
 (stride 2), as the dense side; ``paragraphs``, the block's paragraph children, the very pieces
@@ -40,7 +40,7 @@ from litrag.scoring.kept_terms import (
 )
 
 # BM25 candidates re-scored per query. 50, not 100: the public and blind sets rank the same on
-# both book halves with either, and the 100k-block p50 is ~0.8 ms lower (docs/results.md).
+# both book halves with either, and the 100k-block p50 is ~0.8 ms lower (docs/lab/).
 DEFAULT_POOL = 50
 WindowKind = Literal["sentences", "paragraphs"]
 WINDOW_KINDS: tuple[WindowKind, ...] = ("sentences", "paragraphs")
