@@ -13,7 +13,8 @@ Stages (``litrag.eval.default_run``), each resumable from ``OUT/rows.jsonl``:
   subset fixed before any answer was seen: per book the first 6 blind and the first 4 reader
   questions in file order (``--answer-blind``, ``--answer-reader``; 40 questions on
   ``more_frozen.jsonl``): right, declined, confident wrong, gold read, seconds to the first word
-  and per answer;
+  and per answer; asked in rounds over the books, alternating kinds (``balanced``), so a run
+  stopped early is still spread over every book and both kinds;
 - ``patient``: the same subset with the five blocks read whole (``LITRAG_READ_WORDS=0``).
 
 ``OUT/report.md`` and ``OUT/report.json`` are rewritten from the rows after every stage.

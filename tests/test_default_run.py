@@ -12,6 +12,7 @@ from test_library import short_book
 
 from litrag.eval.default_run import (
     RowLog,
+    balanced,
     gold_rank,
     ingest_books,
     load_set,
@@ -40,6 +41,12 @@ def test_the_subset_is_the_first_of_each_kind_per_book_in_file_order(frozen: Pat
     for book in ("pg74", "pg36", "pg174", "pg46"):
         mine = [q.id for q in subset if q.book_id == book]
         assert mine == [f"more.{book}.{n:02d}" for n in (1, 2, 3, 4, 5, 6, 16, 17, 18, 19)]
+    order = balanced(subset)
+    assert sorted(q.id for q in order) == sorted(q.id for q in subset)
+    first = order[:8]  # a run stopped after 8 answers has asked each book both kinds
+    assert {(q.book_id, q.kind) for q in first} == {
+        (b, k) for b in ("pg74", "pg36", "pg174", "pg46") for k in ("blind", "reader")
+    }
 
 
 def test_scoring_right_declined_and_confident_wrong(frozen: Path) -> None:

@@ -341,18 +341,35 @@ def answer_rows(
     say(f"{answer_llm.description} started in {time.perf_counter() - t0:.0f} s")
     capture = PromptCapture()
     try:
-        for book, qs in _by_book(todo).items():
-            engine = build_routed_engine(s, [book], retrieval=RetrievalSettings.from_settings(s))
+        for q in balanced(todo):  # one engine a question, opened and closed as `litrag ask` does
+            engine = build_routed_engine(
+                s, [q.book_id], retrieval=RetrievalSettings.from_settings(s)
+            )
             engine.llm, engine.answered_by = answer_llm.llm, answer_llm.description
             engine.llm_health = answer_llm.diagnose
             try:
-                for q in qs:
-                    _answer_one(engine, q, variant, capture, log, say)
+                _answer_one(engine, q, variant, capture, log, say)
             finally:
                 _close(engine)
     finally:
         capture.close()
         answer_llm.close()
+
+
+def balanced(questions: Sequence[SetQuestion]) -> list[SetQuestion]:
+    """The questions in rounds over the books, each book's alternating blind and reader: a run
+    stopped early has answered every book and both kinds about equally."""
+    lanes = []
+    for qs in _by_book(questions).values():
+        kinds = [[q for q in qs if q.kind == k] for k in KINDS]
+        kinds.append([q for q in qs if q.kind not in KINDS])
+        lane = []
+        for i in range(max(len(k) for k in kinds)):
+            lane += [k[i] for k in kinds if i < len(k)]
+        lanes.append(lane)
+    return [
+        lane[i] for i in range(max(map(len, lanes), default=0)) for lane in lanes if i < len(lane)
+    ]
 
 
 def _answer_one(
