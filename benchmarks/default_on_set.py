@@ -15,7 +15,8 @@ Stages (``litrag.eval.default_run``), each resumable from ``OUT/rows.jsonl``:
   ``more_frozen.jsonl``): right, declined, confident wrong, gold read, seconds to the first word
   and per answer; asked in rounds over the books, alternating kinds (``balanced``), so a run
   stopped early is still spread over every book and both kinds;
-- ``patient``: the same subset with the five blocks read whole (``LITRAG_READ_WORDS=0``).
+- ``patient``: the same subset with the five blocks read whole (``LITRAG_READ_WORDS=0``);
+- ``report``: only rewrite the reports from the rows.
 
 ``OUT/report.md`` and ``OUT/report.json`` are rewritten from the rows after every stage.
 Times are those of the machine it runs on (2 shared cores: upper bounds when others work).
@@ -45,7 +46,7 @@ from litrag.eval.default_run import (  # noqa: E402
 from litrag.settings import data_dir  # noqa: E402
 
 READ_VARIANTS = {"650 words (default)": 650, "five blocks whole": 0}
-STAGES = ("ingest", "retrieval", "answers", "patient")
+STAGES = ("ingest", "retrieval", "answers", "patient", "report")
 
 
 def main() -> int:
@@ -66,6 +67,7 @@ def main() -> int:
     questions = load_set(args.questions)
     subset = stratified(questions, args.answer_blind, args.answer_reader)
     home = args.home.expanduser().resolve()
+    args.out.mkdir(parents=True, exist_ok=True)
     log = RowLog(args.out / "rows.jsonl")
     books = sorted({args.questions.resolve().parent.parent / q.book_file for q in questions})
     for stage in stages:
@@ -76,7 +78,7 @@ def main() -> int:
             retrieval_rows(home, questions, log, READ_VARIANTS, say=say)
         elif stage == "answers":
             answer_rows(home, subset, log, "default", None, say)
-        else:
+        elif stage == "patient":
             answer_rows(home, subset, log, "five blocks whole", 0, say)
         write_report(log, args.out, command, [q.id for q in subset])
     return 0
@@ -84,10 +86,18 @@ def main() -> int:
 
 def write_report(log: RowLog, out: Path, command: str, subset: list[str]) -> None:
     summary = summarise(log.rows, list(READ_VARIANTS))
-    summary["command"] = command
+    commands = []  # every command that added rows, in order (a report-only rerun adds none)
+    if (out / "report.json").exists():
+        before = json.loads((out / "report.json").read_text())
+        commands = before.get("commands") or [c for c in [before.get("command")] if c]
+        commands = [c for c in commands if "--stages report" not in c]
+    if "--stages report" not in command and command not in commands:
+        commands.append(command)
+    summary["commands"] = commands
     summary["answer_subset"] = subset
+    summary["rows"] = log.rows
     (out / "report.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-    (out / "report.md").write_text(markdown(summary, list(READ_VARIANTS), command))
+    (out / "report.md").write_text(markdown(summary, list(READ_VARIANTS), "; ".join(commands)))
 
 
 if __name__ == "__main__":
