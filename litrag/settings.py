@@ -160,8 +160,13 @@ def _nearest(var: str, known: Sequence[str]) -> str:
 
 
 def home() -> Path:
-    """The data directory: index, docstore, caches, models and logs live under it."""
-    return Path(os.environ.get("LITRAG_HOME") or Path.home() / ".litrag").expanduser()
+    """The data directory: index, docstore, caches, models and logs live under it. A ``~user``
+    that names no user here is left unexpanded (``Settings`` refuses it in one line)."""
+    path = Path(os.environ.get("LITRAG_HOME") or Path.home() / ".litrag")
+    try:
+        return path.expanduser()
+    except RuntimeError:  # "Could not determine home directory"
+        return path
 
 
 # The clients an LLM can be reached through (``litrag.models.served`` builds them):
@@ -178,8 +183,9 @@ DEFAULT_PASSAGE_ORDER: Literal["score", "story"] = "score"
 # Variables read on their own, where a whole Settings would be too much (an error handler, the
 # evaluation's data folder, a tool's path): read here too, so no other module touches os.environ.
 def debug() -> bool:
-    """``LITRAG_DEBUG``: let unforeseen errors raise with their traceback."""
-    return bool(os.environ.get("LITRAG_DEBUG"))
+    """``LITRAG_DEBUG``: let unforeseen errors raise with their traceback. Read as the boolean
+    settings are: ``LITRAG_DEBUG=0`` (or false, no, off, empty) keeps them off."""
+    return os.environ.get("LITRAG_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def data_dir() -> Path:
@@ -213,7 +219,13 @@ def qdrant_url() -> str | None:
 
 def _check_folder(path: Path, must_exist: bool) -> Path:
     """``path`` expanded; refused when it (or the nearest part of it that exists) is no folder."""
-    path = Path(path).expanduser()
+    if not str(path).strip():  # LITRAG_HOME='   ' made a folder named by three spaces
+        raise ValueError(f"must be a folder, but {str(path)!r} is blank")
+    try:
+        path = Path(path).expanduser()
+    except RuntimeError:  # ~nosuchuser: Path.expanduser's "Could not determine home directory"
+        user = str(path).split("/", 1)[0]
+        raise ValueError(f"must be a folder, but {user} names no user on this machine") from None
     probe = path
     while not probe.exists() and probe != probe.parent:
         if must_exist:

@@ -88,3 +88,17 @@ def test_a_spoiler_value_is_a_finite_chapter(bad: object) -> None:
     with pytest.raises(AskRequestError, match=r"^upto must be"):
         spoiler_value(bad)
     assert spoiler_value(None) is None and spoiler_value(3.0) == 3 and spoiler_value(0) == 0
+
+
+def test_a_spoiler_limit_on_a_book_of_one_chapter_is_refused():
+    """Issue 50, bug 12: a book whose headings were not found is one chapter, and a spoiler
+    limit on it hid nothing while the reader trusted it: refused in one line that says why."""
+    one = AskRequest.parse(**GOOD, upto_chapter=1)
+    with pytest.raises(AskRequestError) as exc:
+        one.check_chapters(1, "--upto-chapter", first=1)
+    assert str(exc.value) == (
+        "--upto-chapter cannot hide anything: the book is one chapter (no chapter headings were "
+        "found in it); ask without --upto-chapter"
+    )
+    one.check_chapters(2, "--upto-chapter", first=1)  # two chapters: a limit that hides one
+    AskRequest.parse(**GOOD).check_chapters(1)  # no limit asked: nothing to refuse

@@ -283,3 +283,30 @@ def test_bare_numerals_only_without_keyword_headings() -> None:
     assert _titles(f"4\n\n{PROSE}\n\n5\n\n{PROSE}") == [None]
     units = detect_units(f"CHAPTER I\n\n{text}")
     assert [u.title for u in units] == ["CHAPTER I"]
+
+
+# issue 50, bug 12: the headings of the other languages of a Gutenberg library. Each is tried
+# on the real chapters of The Call of the Wild, their English headings replaced, so that a
+# book in French or German is cut into its chapters, not left one unit whose spoiler limit
+# hides nothing.
+FOREIGN_HEADINGS = [
+    ("CHAPITRE PREMIER", "CHAPITRE II", "CHAPITRE III"),
+    ("Chapitre I", "Chapitre II", "Chapitre III"),
+    ("KAPITEL 1", "KAPITEL 2", "KAPITEL 3"),
+    ("CAPÍTULO PRIMERO", "CAPÍTULO II", "CAPÍTULO III"),
+    ("CAPITOLO I", "CAPITOLO II", "CAPITOLO III"),
+    ("HOOFDSTUK I", "HOOFDSTUK II", "HOOFDSTUK III"),
+    ("CAPÍTULO 1", "CAPÍTULO 2", "CAPÍTULO 3"),
+]
+
+
+@pytest.mark.parametrize("headings", FOREIGN_HEADINGS, ids=lambda h: h[1])
+def test_headings_in_other_languages_are_chapters(books_dir: Path, headings) -> None:
+    book = load_book(books_dir / "pg215_call_of_the_wild.txt")
+    english = [u for u in detect_units(book.text) if u.index >= 1][:3]
+    parts = [f"{h}\n\n{book.text[u.start : u.end]}" for h, u in zip(headings, english, strict=True)]
+    text = "\n\n\n".join(parts) + "\n"
+    units = detect_units(text)
+    assert [u.title for u in units] == list(headings)
+    for unit, source in zip(units, english, strict=True):
+        assert text[unit.start : unit.end] == book.text[source.start : source.end]

@@ -329,3 +329,27 @@ def test_control_characters_are_stripped_before_offsets(tmp_path: Path) -> None:
         m = doc.metadata
         assert book.text[m["chapter_start_char"] : m["chapter_end_char"]] == doc.text
         assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", doc.text)
+
+
+def test_a_file_of_utf8_with_some_latin1_lines_is_decoded_line_by_line(
+    books_dir: Path, tmp_path: Path
+) -> None:
+    """Issue 50, bug 13: a UTF-8 book with a few lines saved as Windows-1252 (pasted from
+    another source) was decoded whole as cp1252, so every UTF-8 accent and quote became
+    mojibake ("Ã©", "â€œ"). Each line is now decoded as what its bytes are, and the warning
+    says which lines were repaired."""
+    original = books_dir / "pg84_frankenstein.txt"
+    lines = original.read_bytes().split(b"\n")
+    legacy = [n for n, line in enumerate(lines, 1) if "è".encode() in line or "ê".encode() in line]
+    assert len(legacy) == 6  # Salêve, Montalègre, "chère" and others: accented words
+    for n in legacy:
+        lines[n - 1] = lines[n - 1].decode("utf-8").encode("cp1252")
+    book = load_book(_write(tmp_path, "mixed.txt", b"\n".join(lines)))
+    clean = load_book(original)
+    assert book.text == clean.text
+    assert "Ã" not in book.text and "â€" not in book.text
+    assert book.encoding == "utf-8+cp1252"
+    assert book.warnings == [
+        f"mixed encodings: UTF-8, but 6 lines were not; repaired as cp1252 (lines "
+        f"{', '.join(map(str, legacy))})"
+    ]

@@ -276,3 +276,32 @@ def test_flags_and_the_environment_go_through_one_model(monkeypatch):
     from litrag.retrieval.retriever import PRESETS
 
     assert tuple(sorted(PRESETS)) == RETRIEVAL_PRESETS
+
+
+# issue 50: a home of another user who does not exist was a RuntimeError from Path.expanduser,
+# and a home of three spaces made a folder named so
+@pytest.mark.parametrize(
+    ("value", "line"),
+    [
+        (
+            "~nosuchuser/lib",
+            "error: LITRAG_HOME must be a folder, but ~nosuchuser names no user on this machine",
+        ),
+        ("   ", "error: LITRAG_HOME must be a folder, but '   ' is blank"),
+    ],
+)
+def test_a_home_that_names_no_folder_is_one_line(monkeypatch, capsys, tmp_path, value, line):
+    monkeypatch.chdir(tmp_path)
+    code, err = cli_line(monkeypatch, capsys, tmp_path, "books", LITRAG_HOME=value)
+    assert "Traceback" not in err
+    assert (code, err.strip().splitlines()[-1].split(", got ")[0]) == (2, line), err
+    assert list(tmp_path.iterdir()) == []  # no folder made
+
+
+@pytest.mark.parametrize(("value", "on"), [("0", False), ("no", False), ("", False), ("on", True)])
+def test_litrag_debug_reads_as_a_boolean(monkeypatch, value, on):
+    """``LITRAG_DEBUG=0`` turned tracebacks on (any non-empty value did)."""
+    from litrag.settings import debug
+
+    monkeypatch.setenv("LITRAG_DEBUG", value)
+    assert debug() is on

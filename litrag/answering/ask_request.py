@@ -113,7 +113,16 @@ class AskRequest(BaseModel):
         before ``first`` (the CLI's ``--upto-chapter`` counts from 1: a 0 asked about nothing
         and answered "Nothing ... matches"; the UI's slider keeps 0 for "not begun")."""
         limit = self.upto_chapter
-        if limit is None or first <= limit <= (chapters if chapters is not None else limit):
+        if limit is None:
+            return
+        if first <= limit <= (chapters if chapters is not None else limit):
+            if chapters == 1 and limit >= 1:
+                # A book found to be one unit (its headings not recognised, or none): the limit
+                # would hide nothing of it, while the reader trusts it to (issue 50, bug 12).
+                raise AskRequestError(
+                    f"{name} cannot hide anything: the book is one chapter (no chapter "
+                    f"headings were found in it); ask without {name}"
+                )
             return
         if not chapters:
             raise AskRequestError(f"{name} must be a chapter from {first} on, got {limit}")

@@ -35,9 +35,16 @@ FRONT_MATTER_TITLE = "Front matter"
 # Offsets and indices are for code, not for embedding or the LLM.
 _HIDDEN_KEYS = ["book_id", "chapter_index", "chapter_start_char", "chapter_end_char"]
 
+# English, then the other languages of a Gutenberg library (French, German, Spanish, Italian,
+# Dutch, Portuguese): without them a French novel ("CHAPITRE I") was one unit, and its
+# spoiler limit hid nothing (issue 50, bug 12).
 _CONTAINERS = ("VOLUME", "BOOK", "PART")
+_CONTAINERS += ("TOME", "LIVRE", "PARTIE", "BAND", "BUCH", "TEIL", "LIBRO", "PARTE", "LIVRO")
+_CONTAINERS += ("BOEK", "DEEL")
 _UNITS = ("CHAPTER", "LETTER", "STAVE", "ADVENTURE", "STORY", "CANTO", "EPISODE")
+_UNITS += ("CHAPITRE", "KAPITEL", "CAPÍTULO", "CAPITULO", "CAPITOLO", "HOOFDSTUK")
 _UNNUMBERED = ("PREFACE", "PROLOGUE", "EPILOGUE", "INTRODUCTION", "FOREWORD", "AFTERWORD")
+_UNNUMBERED += ("PRÉFACE", "ÉPILOGUE", "VORWORT", "PRÓLOGO", "EPÍLOGO", "PROLOGO", "EPILOGO")
 
 
 # Number words in any case; ordering is free, since a lookahead after the number backtracks.
@@ -47,7 +54,9 @@ _TENS = "twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety"
 _TEENS = "ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|"
 _TEENS += "tenth|eleventh|twelfth|(?:thir|four|fif|six|seven|eigh|nine)teenth"
 _TEENS += "|(?:twen|thir|for|fif|six|seven|eigh|nine)tieth"
-_NUM_WORD = rf"(?:the\s+)?(?:(?:{_TENS})(?:[\s-]+(?:{_ONES}))?|{_ONES}|{_TEENS})"
+# "CHAPITRE PREMIER", "CAPÍTULO PRIMERO": the first unit is often named so, the rest numbered.
+_FIRST = "premier|première|primero|primera|primo|prima|primeiro|primeira|erstes|eerste"
+_NUM_WORD = rf"(?:the\s+)?(?:(?:{_TENS})(?:[\s-]+(?:{_ONES}))?|{_ONES}|{_TEENS}|{_FIRST})"
 _ROMAN = r"(?=[IVXLCDM])M{0,4}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})"
 _NUMBER = rf"(?:\d{{1,3}}|(?i:{_ROMAN})|(?i:{_NUM_WORD}))"
 

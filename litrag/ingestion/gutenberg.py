@@ -77,7 +77,8 @@ class Book:
     ebook_id: int | None
     language: str | None
     release_date: str | None
-    encoding: str  # the codec actually used: ascii, utf-8, utf-8-sig, utf-16, iso-8859-1, cp1252
+    encoding: str  # the codec used: ascii, utf-8, utf-8-sig, utf-16, iso-8859-1, cp1252, or
+    # utf-8+cp1252 (utf-8+iso-8859-1): UTF-8 with some lines in the legacy codec
     source: str  # the path it was read from
     subtitle: str | None = None  # a continuation of the Title: field ("or The Modern Prometheus")
     warnings: list[str] = field(default_factory=list)
@@ -149,6 +150,16 @@ def _decode(data: bytes, p: Path) -> tuple[str, str, list[str]]:
     encoding = declared if declared in ("iso-8859-1", "cp1252") else "cp1252"
     if encoding == "iso-8859-1" and re.search(rb"[\x80-\x9f]", body):
         encoding = "cp1252"  # C1 controls are never text: "Latin-1" files that use them are 1252
+    mixed = _mixed_lines(body, encoding)
+    if mixed is not None:
+        text, repaired = mixed
+        shown = ", ".join(map(str, repaired[:8])) + (", ..." if len(repaired) > 8 else "")
+        note = (
+            f"mixed encodings: UTF-8, but {len(repaired)} line{'s' * (len(repaired) > 1)} "
+            f"{'were' if len(repaired) > 1 else 'was'} not; repaired as {encoding} "
+            f"(line{'s' * (len(repaired) > 1)} {shown})"
+        )
+        return _check_text(text, p), f"utf-8+{encoding}", [note]
     try:
         text = body.decode(encoding)
     except UnicodeDecodeError:  # bytes undefined in Windows-1252: Latin-1 decodes anything
@@ -162,6 +173,28 @@ def _decode(data: bytes, p: Path) -> tuple[str, str, list[str]]:
         why = "undeclared; assumed"
     note = f"not valid UTF-8 (byte {bad_at}); decoded as {encoding} ({why})"
     return _check_text(text, p), encoding, [note]
+
+
+def _mixed_lines(body: bytes, encoding: str) -> tuple[str, list[int]] | None:
+    """A file of UTF-8 lines with some lines in a legacy codec (a book pasted together from two
+    sources): each line decoded as what its bytes are, and the 1-based numbers of the lines
+    decoded as ``encoding``. None when no line holds UTF-8 beyond ASCII: the file is legacy
+    throughout (decoding it whole as cp1252 turned its UTF-8 lines into "Ã‰")."""
+    lines = body.split(b"\n")
+    out: list[str] = []
+    repaired: list[int] = []
+    utf8 = False
+    for number, line in enumerate(lines, start=1):
+        try:
+            out.append(line.decode("utf-8"))
+            utf8 = utf8 or not line.isascii()
+        except UnicodeDecodeError:
+            try:
+                out.append(line.decode(encoding))
+            except UnicodeDecodeError:  # a byte cp1252 leaves undefined: Latin-1 has them all
+                out.append(line.decode("iso-8859-1"))
+            repaired.append(number)
+    return ("\n".join(out), repaired) if utf8 else None
 
 
 def _declared_charset(data: bytes) -> str | None:
