@@ -9,6 +9,16 @@ extras="${LITRAG_EXTRAS:-dev,app,server,local-llm,eval,vllm,openai,distill,narra
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
+# Done already? A stamp in .venv names what the last complete setup installed: these extras from
+# this pyproject.toml by these scripts. The same again is a no-op (seconds, not minutes), so
+# `scripts/test.sh --quick` and `scripts/run.sh` start at once; LITRAG_SETUP_FORCE=1 reinstalls.
+stamp_key="$(cat pyproject.toml scripts/setup.sh scripts/install_llama_cpp.sh \
+  scripts/install_llama_server.sh | sha256sum | cut -c1-16)-$(printf %s "$extras" | sha256sum | cut -c1-8)"
+stamp=".venv/.litrag-setup-$stamp_key"
+if [ -f "$stamp" ] && [ "${LITRAG_SETUP_FORCE:-0}" != 1 ]; then
+  echo "== setup: up to date ($stamp)"
+  exit 0
+fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 # CPU build of torch that lies on disk on these machines; a bare `torch` would pull CUDA.
 # Installed first so no extra can pull another build; the base package itself needs no torch.
@@ -43,3 +53,5 @@ case ",$extras," in
       fi
     fi ;;
 esac
+
+touch "$stamp"

@@ -1,8 +1,29 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs on a fresh machine, then run all of it.
+#   bash scripts/test.sh [pytest args]     the whole suite (CI's command; ~25 minutes on 2 cores)
+#   bash scripts/test.sh --quick [args]    the quick tier: `pytest -m quick`, a few real tests in
+#                                          every room (parser, ingest, retrieval, answers, the
+#                                          local LLM, the API, the CLI); minutes, once set up
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh  # a no-op when this setup is done already (a stamp in .venv)
+
+if [ "${1:-}" = "--quick" ]; then
+  shift
+  echo "== lint"
+  .venv/bin/ruff check litrag tests benchmarks integrations
+  .venv/bin/ruff format --check litrag tests benchmarks integrations
+  echo "== quick tests (pytest -m quick; the whole suite: bash scripts/test.sh)"
+  set +e
+  .venv/bin/python -m pytest -m quick "$@"
+  rc=$?
+  set -e
+  if [ "$rc" -eq 5 ]; then
+    echo "pytest collected no quick tests: failing" >&2
+    exit 1
+  fi
+  exit "$rc"
+fi
 
 # The browser test drives Debian's chromium through playwright (no browser download).
 if ! command -v chromium >/dev/null 2>&1; then

@@ -253,6 +253,7 @@ def test_focused_prompt_reads_excerpts_and_cites_whole_blocks(engine_for, embed)
     assert plain.sources[0].node_id == answer.sources[0].node_id
 
 
+@pytest.mark.quick
 def test_extractive_answer_without_llm(engine_for):
     answer = engine_for(WILD).ask(FATHER).answer()
     assert answer.mode == "extractive" and answer.error is None
@@ -352,6 +353,7 @@ def ask(home: Path, *args: str, env: dict[str, str] | None = None, timeout: floa
     )
 
 
+@pytest.mark.quick
 def test_cli_refuses_bad_input_in_one_line(home):
     r = ask(home, "   ", "--book", WILD)
     assert r.returncode == 2 and r.stderr.strip() == "error: the question is empty"

@@ -59,6 +59,7 @@ def clean(shelf, tmp_path_factory):
     lib.close()
 
 
+@pytest.mark.quick
 def test_ingest_lists_books_and_filters_by_book(clean):
     lib, report, points = clean
     assert sorted(report.ingested) == ["pg11", "pg215"] and report.ok

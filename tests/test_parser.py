@@ -86,6 +86,23 @@ def test_no_block_exceeds_the_cap(parsed, name):
         assert len(tokenizer(embed)) <= CAP, node.metadata["subtitle"]
 
 
+@pytest.mark.quick
+def test_a_real_chapter_cut_into_blocks(books_dir):
+    """The quick tier's parser check: chapter I of The Call of the Wild, whole, through the
+    default parser: blocks in order that tile the chapter exactly, each within the cap and
+    subtitled, none the whole chapter."""
+    (chapter, *_rest) = split_chapters(load_book(books_dir / "pg215_call_of_the_wild.txt"))
+    parser = LitSegNodeParser(max_block_tokens=CAP)
+    nodes = parser.get_nodes_from_documents([chapter])
+    assert 5 < len(nodes) < 60
+    assert " ".join(n.text for n in nodes).split() == chapter.text.split()
+    for node in nodes:
+        assert chapter.text[node.start_char_idx : node.end_char_idx] == node.text
+        assert node.metadata["subtitle"] and node.metadata["segmentation_outcome"] == "offline"
+    assert [n.start_char_idx for n in nodes] == sorted(n.start_char_idx for n in nodes)
+    assert parser.summary.blocks == len(nodes) and parser.summary.llm_calls == 0
+
+
 def test_metadata_and_views(parsed):
     parser, books = parsed
     _docs, nodes = books["pg215_call_of_the_wild.txt"]

@@ -142,6 +142,7 @@ def test_limit_zero_keeps_only_front_matter(store, embed, books):
     assert retriever(store, embed, books, [ALICE, WILD], 0).retrieve("Alice") == []
 
 
+@pytest.mark.quick
 def test_spoiler_limit_across_books(store, embed, books, chapters_of):
     both = [ALICE, WILD]
     got = retriever(store, embed, books, both, 1).retrieve("a dog and a girl")
@@ -182,6 +183,7 @@ def test_bm25_idf_is_over_the_selected_book(store, embed, books):
     assert any(abs(wide[i] - want[i]) > 1e-3 * want[i] for i in want)
 
 
+@pytest.mark.quick
 def test_late_chapter_question_with_an_early_limit(store, embed, books):
     question = "What is a Caucus-race and how is it run?"  # Alice, chapter III
     default = RetrievalSettings.from_preset("embedded")
