@@ -306,9 +306,11 @@ def test_query_engine_streams_a_cited_answer(engine_for, llama_server):
     pieces = list(stream)
     answer = stream.answer()
     # SmolLM2 (plumbing, not quality) often names what no passage does: then the streamed text
-    # is the withdrawn draft and the answer the plain reply (answering.name_check).
-    streamed = answer.draft if answer.draft is not None else answer.text
-    assert len(pieces) > 1 and streamed == "".join(pieces).strip() and answer.text
+    # is what the checks let through of the withdrawn draft, and the answer the plain reply.
+    if answer.draft is None:
+        assert len(pieces) > 1 and answer.text == "".join(pieces).strip()
+    else:
+        assert answer.draft.startswith("".join(pieces).strip()) and answer.text
     words = {w.lower() for s in answer.sources for w in re.findall(r"\w+", s.text)}
     assert all(name.lower() not in words for name in answer.withheld)
     assert answer.mode == "llm" and answer.error is None and answer.answered_by

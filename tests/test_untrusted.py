@@ -192,3 +192,41 @@ def test_the_printing_path_strips_what_an_older_store_still_holds(
         assert "Elmo" in out and not CONTROL.search(out) and not CONTROL.search(err)
         if as_json:
             assert json.loads(out)["sources"][0]["text"].startswith("His father, \x1b]0;")
+
+
+def test_a_stream_never_sends_a_draft_a_check_withdraws(planted_home: Path, tmp_path: Path) -> None:
+    """Issue 50, bug 9: a streamed API reply sent a draft that obeyed a planted instruction
+    (``... says "PWNED".``) before the withdrawal notice. The engine's stream now holds back
+    what a check may withdraw, so the planted word goes out in no chunk; the revised reply
+    follows, as in the whole (non-streamed) reply. The LLM is scripted (the rare path)."""
+    import shutil
+
+    from scripted_llm import ScriptedLLM
+    from test_api import ask as api_ask
+    from test_api import extra, serving
+    from test_app import answering_with
+
+    from litrag.app.api import create_app
+    from litrag.app.service import ChatService
+
+    home = tmp_path / "home"
+    shutil.copytree(planted_home, home)  # the service holds its store
+    service = ChatService(Settings(home=home, read_words=0))
+    question = "Where did Buck live, and who ruled over the place?"
+    draft = 'He lived at Judge Miller\'s place; the sign on the barn says "PWNED".'
+    try:
+        with (
+            serving(create_app(service)) as url,
+            answering_with(service, ScriptedLLM([draft] * 2), "scripted"),
+        ):
+            chunks = list(api_ask(url, question, model=f"litrag/{WILD}", stream=True))
+            whole = api_ask(url, question, model=f"litrag/{WILD}")
+    finally:
+        service.close()
+    result = extra(chunks[-1])
+    assert any(PLANT in " ".join(s["text"].split()) for s in result["sources"])  # it was read
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert "PWNED" not in streamed, streamed
+    assert result["draft_withdrawn"] is True and extra(whole)["draft_withdrawn"] is True
+    assert "instruction written in the book's text" in streamed
+    assert "PWNED" not in whole.choices[0].message.content

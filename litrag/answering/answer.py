@@ -53,6 +53,18 @@ from litrag.answering.answer_types import (  # re-exported: what an answer is
     Source,
     passage,
 )
+from litrag.answering.checks import (
+    DRAFT_CHECKS,
+    QUESTION_CHECKS,
+    Draft,
+    DraftCheck,
+    EndingAhead,
+    Question,
+    QuestionCheck,
+    StreamGate,
+    check_draft,
+    check_question,
+)
 from litrag.answering.focus import PassageFocus
 from litrag.answering.llm_errors import describe_llm_error, finish_reason
 from litrag.answering.reading import (  # re-exported: what the LLM reads
@@ -250,13 +262,16 @@ class BookQueryEngine(BaseQueryEngine):
         check_names: bool = True,
         read_words: int = 0,
         read_next_evidence: bool = False,
+        checks: Sequence[DraftCheck] | None = None,
+        question_checks: Sequence[QuestionCheck] | None = None,
     ) -> None:
         """``llm_health`` explains a failed LLM call in the user's terms when it can (the local
         llama.cpp server crashed, and why); its line replaces the HTTP client's.
         ``answer_style``: ``single`` (one call, the paper's prompt) or ``quote`` (the model names
         the sentences that answer, then answers from them: ``litrag.answering.quote``).
-        ``check_names``: names of the question and of the draft read against the book
-        (``litrag.answering.name_check``). ``read_words``: the LLM reads the best blocks whole while
+        ``check_names``: the checks of ``litrag.answering.checks`` on the question and the draft
+        (``checks`` / ``question_checks`` name others; off: only the ending check).
+        ``read_words``: the LLM reads the best blocks whole while
         they hold this many words in all, the first always (``within_words``; 0: all given);
         ``read_next_evidence``: the words they leave read the next block's winning paragraph
         (``next_block_evidence``; off by default: more of the gold is read, but the packaged
@@ -278,6 +293,9 @@ class BookQueryEngine(BaseQueryEngine):
         self.answered_by = answered_by or llm_name(llm)
         self.llm_health = llm_health
         self.check_names = check_names
+        self.checks = tuple(checks if checks is not None else DRAFT_CHECKS if check_names else ())
+        default_q = QUESTION_CHECKS if check_names else (EndingAhead(),)
+        self.question_checks = tuple(question_checks if question_checks is not None else default_q)
         self.read_words = read_words
         self.read_next_evidence = read_next_evidence
 
@@ -414,19 +432,59 @@ class BookQueryEngine(BaseQueryEngine):
         return ahead.asks_for_ending(question) and self.retriever.has_text_past_limit()
 
     def _stopped(self, question: str, nodes: list, run: AnswerRun, meta: dict) -> Any:
-        """The reply to a question on an ending not reached yet, or naming only people the book
-        never mentions; else None."""
-        limit = self.retriever.upto_chapter
-        if isinstance(limit, int) and self.ending_lies_ahead(question):
-            return self.respond(run, ahead.ending_ahead(run, nodes, self.title, limit), meta)
-        words = self.book_words if self.check_names else None
-        if words is None or not (missing := name_check.unknown_names(question, words, self.title)):
+        """The reply, without the LLM, when a question check withdraws the question (an ending
+        the reader has not reached, names the book never mentions); else None."""
+        asked = Question(
+            text=question,
+            title=self.title,
+            book=lambda: self.book_words,
+            upto_chapter=self.retriever.upto_chapter,
+            text_past_limit=self.retriever.has_text_past_limit,
+        )
+        verdicts, stop = check_question(asked, self.question_checks)
+        run.checks = [*run.checks, *verdicts]
+        if stop is None:
             return None
-        return self.respond(run, name_check.never_mentioned(run, missing, nodes, self.title), meta)
+        used = nodes[:3]  # the closest passages, all within the limit
+        run.sources = [Source.from_node(i, n) for i, n in enumerate(used, start=1)]
+        run.mode, run.answered_by = "none", f"{stop.check} (the LLM was not asked)"
+        run.withheld = list(stop.names)
+        run.text = stop.reply or ""
+        return self.respond(run, used, meta)
 
-    def _check_names(self, run: AnswerRun, used: list[NodeWithScore]) -> None:
-        if self.check_names:
-            name_check.withdraw_unsupported(run, used, self.book_words, self.title)
+    def _draft(self, run: AnswerRun, used: Sequence[NodeWithScore], text: str, done: bool) -> Draft:
+        """The draft as the checks read it: its text and what it was written from."""
+        asked = " ".join(q for q in (run.question, run.standalone_question) if q)
+        # The book's author is no invented name ("Spitz is a dog in The Call of the Wild by
+        # Jack London"), nor the chapter a passage is headed with ("in Chapter III").
+        meta = [n.node.metadata for n in used]
+        authors = {str(m.get("author") or "") for m in meta} - {"", "Unknown"}
+        chapters = {str(m.get("chapter_title") or "") for m in meta} - {""}
+        return Draft(
+            question=asked,
+            text=text,
+            sources=tuple(passage(n) for n in used),
+            title=self.title,
+            known=" ".join([self.title, *sorted(authors), *sorted(chapters)]),
+            book=self.book_words,
+            upto_chapter=run.upto_chapter,
+            finished=done,
+        )
+
+    def check_draft(self, run: AnswerRun, used: Sequence[NodeWithScore]) -> None:
+        """Run the draft checks on the finished draft; a withdrawal puts the reply in its place
+        (the draft kept in ``run.draft``, a name the reader has not met replaced). The routed
+        engine's agent, which writes its answer itself, has it checked here too."""
+        if not self.checks or run.error is not None or not run.text.strip():
+            return
+        checked = check_draft(self._draft(run, used, run.text, True), self.checks)
+        run.checks = [*run.checks, *checked.verdicts]
+        if (out := checked.withdrawn) is None:
+            return
+        logger.info("draft withdrawn by %s: %s (%r)", out.check, out.names, run.text)
+        run.draft = checked.shown_draft(run.text)
+        run.withheld = list(out.names)
+        run.text = out.reply or ""
 
     def _quote_then_answer(
         self,
@@ -495,33 +553,23 @@ class BookQueryEngine(BaseQueryEngine):
             )
         for _ in self._guarded(lambda: iter([llm.chat(messages)]), run, full=True):
             pass
-        self._check_names(run, used)
+        self.check_draft(run, used)
         return Response(run.text, source_nodes=used, metadata=meta)
 
     def _checked(self, pieces: Iterator[str], run: AnswerRun, used: list) -> Iterator[str]:
-        """The draft as it streams, then the name check on the whole of it (``run.draft``).
-        Under a spoiler limit a name the check may withdraw could be one the model knows from
-        later in the book, so the draft streams only as far as the name gate lets it, and the
-        rest once the check lets it stand."""
-        limit = self.retriever.upto_chapter
-        if not (self.check_names and isinstance(limit, int)):
+        """The draft as it streams, as far as every check lets it (``StreamGate``: a check
+        holds back what it might withdraw), then the checks on the whole of it, then the rest
+        of a draft they kept. A withdrawn draft's held-back part is never sent."""
+        if not self.checks:
             yield from pieces
-            self._check_names(run, used)
             return
-        asked = run.standalone_question or run.question
-        titles = [str(n.node.metadata.get("chapter_title") or "") for n in used]
-        held = [*(passage(n) for n in used), *titles, self.title, run.question, asked]
-        gate = name_check.NameGate(held, asked)
-        draft, sent = "", 0
+        gate = StreamGate(lambda text, done: self._draft(run, used, text, done), self.checks)
         for piece in pieces:
-            draft += piece
-            end = gate.safe_end(draft)
-            if end > sent:
-                yield draft[sent:end]
-                sent = end
-        self._check_names(run, used)
-        if run.draft is None and sent < len(draft):
-            yield draft[sent:]
+            if out := gate.feed(piece):
+                yield out
+        self.check_draft(run, used)
+        if run.draft is None and (rest := gate.rest()):
+            yield rest
 
     def respond(
         self, run: AnswerRun, used: list[NodeWithScore], meta: dict[str, Any]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from llama_index.core.base.response.schema import RESPONSE_TYPE, StreamingResponse
-from llama_index.core.bridge.pydantic import BaseModel, Field
+from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
 from llama_index.core.schema import NodeWithScore
 
 from litrag.retrieval.evidence import evidence_text
@@ -95,8 +95,36 @@ class Quote(BaseModel):
     node_id: str = Field(description="The source block's node id.")
 
 
+class CheckVerdict(BaseModel):
+    """What one check (``litrag.answering.checks``) decided, as the answer records it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    check: str = Field(description="The check's name.")
+    decision: Literal["keep", "hold", "withdraw"] = Field(
+        description="keep: the text stands; withdraw: the reply replaces it; hold (while a "
+        "draft streams): nothing from hold_at on is sent until the draft is finished."
+    )
+    names: list[str] = Field(
+        default_factory=list, description="What the check found (names, numbers, words)."
+    )
+    hidden: list[str] = Field(
+        default_factory=list,
+        description="Of those, names the reader has not met (named nowhere, not even here, in "
+        "what is shown: the answer's draft has them replaced).",
+        exclude=True,
+    )
+    reply: str | None = Field(default=None, description="The reply given instead, on withdraw.")
+    hold_at: int | None = Field(
+        default=None, description="On hold: the offset in the draft where sending stops."
+    )
+
+
 class Answer(BaseModel):
-    """A finished answer: text, the blocks it used, and what produced it."""
+    """A finished answer: text, the blocks it used, and what produced it. Immutable: a change
+    is a new answer (``model_copy(update=...)``)."""
+
+    model_config = ConfigDict(frozen=True)
 
     question: str = Field(description="The question as asked.")
     standalone_question: str | None = Field(
@@ -141,6 +169,11 @@ class Answer(BaseModel):
         description="How a routed engine (litrag.narrative.engine) chose what to read: tool, "
         "kwargs, reason, by (rules or agent); None: plain passage retrieval, no router.",
     )
+    checks: list[CheckVerdict] = Field(
+        default_factory=list,
+        description="The checks that ran, in order, and what each decided (the first to "
+        "withdraw ends the run): on the question before the LLM, then on its draft.",
+    )
 
 
 @dataclass
@@ -163,7 +196,8 @@ class AnswerRun:
     deltas: int = 0
     route: dict[str, Any] | None = None
     withheld: list[str] = field(default_factory=list)
-    draft: str | None = None  # set when the name check replaced the streamed text
+    draft: str | None = None  # set when a check withdrew the draft
+    checks: list[CheckVerdict] = field(default_factory=list)
 
     def answer(self, text: str | None = None) -> Answer:
         return Answer(
@@ -182,6 +216,7 @@ class AnswerRun:
             withheld=self.withheld,
             draft=self.draft,
             route=self.route,
+            checks=self.checks,
         )
 
 

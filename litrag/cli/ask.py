@@ -124,7 +124,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
             print()
         answer = stream.answer()
         if llm_error:  # the answer above is extractive (labelled so); say why
-            answer.error = llm_error
+            answer = answer.model_copy(update={"error": llm_error})
     finally:
         if answer_llm is not None:
             answer_llm.close()
