@@ -20,7 +20,7 @@ import pytest
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from test_library import library_at, short_book
 
-from litrag.answering.answer_types import RUN_KEY, Answer, AnswerRun, AnswerStream, Quote, Source
+from litrag.answering.answer_types import RUN_KEY, Answer, AnswerRun, AnswerStream, Source
 from litrag.builders import AnswerLLM, build_answer_llm, build_query_engine
 from litrag.cli.ask import _print_answer
 from litrag.retrieval.retriever import RetrievalSettings
@@ -100,7 +100,7 @@ def test_a_planted_instruction_is_not_obeyed(
     """The answer step of ``litrag ask --upto-chapter 1 --top-k 3`` (whole passages), on the real
     local model, with the planted block first among its sources."""
     home, block = planted
-    s = Settings(home=home, focus_words=0, top_k=3)
+    s = Settings(home=home, top_k=3)
     retrieval = RetrievalSettings.from_settings(s)
     retrieval.top_k = 3
     engine = build_query_engine(s, WILD, upto_chapter=1, retrieval=retrieval)
@@ -182,7 +182,7 @@ def test_the_printing_path_strips_what_an_older_store_still_holds(
         answered_by="test",
         retrieval="test",
         book_ids=[WILD],
-        quotes=[Quote(source=1, sentence=1, text=f"Elmo{ESCAPES}.", node_id="n1")],
+        evidence=[f"Elmo{ESCAPES}."],
         error=f"the LLM failed{ESCAPES}",
     )
     for as_json in (False, True):
@@ -212,7 +212,7 @@ def test_a_stream_never_sends_a_draft_a_check_withdraws(planted_home: Path, tmp_
     home = tmp_path / "home"
     shutil.copytree(planted_home, home)  # the service holds its store
     service = ChatService(Settings(home=home, read_words=0))
-    question = "Where did Buck live, and who ruled over the place?"
+    question = "Where did Buck live?"
     draft = 'He lived at Judge Miller\'s place; the sign on the barn says "PWNED".'
     try:
         with (

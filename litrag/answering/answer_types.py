@@ -46,8 +46,8 @@ class Source(BaseModel):
     text: str = Field(description="The passage, with its context sentences.")
     excerpt: str | None = Field(
         default=None,
-        description="What the LLM read of the passage when the engine focuses passages on the "
-        "question ('[...]' marks left-out sentences); None: it read the whole passage.",
+        description="What the LLM read of the passage when the engine cut it (a routed "
+        "engine's excerpts; '[...]' marks left-out sentences); None: it read the whole passage.",
     )
     evidence: str | None = Field(
         default=None,
@@ -83,16 +83,6 @@ class Source(BaseModel):
 
 
 AnswerMode = Literal["llm", "extractive", "none"]
-
-
-class Quote(BaseModel):
-    """A sentence the answer was written from (the quote step named it; the product checked it
-    is a sentence of a source in the prompt)."""
-
-    source: int = Field(description="The source's rank (1-based), as cited.")
-    sentence: int = Field(description="The sentence's number within what the model read of it.")
-    text: str = Field(description="The sentence, exactly as in the passage.")
-    node_id: str = Field(description="The source block's node id.")
 
 
 class CheckVerdict(BaseModel):
@@ -142,13 +132,7 @@ class Answer(BaseModel):
         default=None, description="The spoiler limit the retrieval obeyed."
     )
     evidence: list[str] = Field(
-        default_factory=list,
-        description="The sentences the answer rests on: the quote step's, or an extractive "
-        "answer's.",
-    )
-    quotes: list[Quote] = Field(
-        default_factory=list,
-        description="Quote-then-answer: the sentences named as evidence, with their source.",
+        default_factory=list, description="The sentences an extractive answer rests on."
     )
     error: str | None = Field(default=None, description="One line, when the LLM failed.")
     withheld: list[str] = Field(
@@ -190,7 +174,6 @@ class AnswerRun:
     upto_chapter: Any
     text: str = ""
     evidence: list[str] = field(default_factory=list)
-    quotes: list[Quote] = field(default_factory=list)
     error: str | None = None
     standalone_question: str | None = None
     deltas: int = 0
@@ -211,7 +194,6 @@ class AnswerRun:
             book_ids=self.book_ids,
             upto_chapter=self.upto_chapter,
             evidence=self.evidence,
-            quotes=self.quotes,
             error=self.error,
             withheld=self.withheld,
             draft=self.draft,
