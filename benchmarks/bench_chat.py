@@ -10,8 +10,8 @@ Three phases on an ingested library (``litrag ingest`` into ``--home`` first; e.
    (query embedding + store query + fusion) and of its parts.
 2. llm: the packaged local model on llama.cpp (``--local-llm``, or ``LITRAG_LLM_URL``) answering
    ``--llm-questions`` questions with the retrieved blocks as ``litrag ask`` gives them (for the
-   local model, question-focused excerpts; ``--focus-words 0`` for whole blocks): time to first
-   token and decode tokens/s (one streamed delta = one token, as llama.cpp's server sends them).
+   local model, the best blocks whole within its word budget): time to first token and decode
+   tokens/s (one streamed delta = one token, as llama.cpp's server sends them).
 3. ui: ``litrag chat`` in its own process with the local LLM, asked ``--ui-questions`` questions
    through gradio_client; peak RSS of the UI process and of it plus its llama.cpp server
    (target: under 3 GB), sampled every 0.1 s.
@@ -144,17 +144,13 @@ def bench_retrieval(home: Path, n: int) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- 2. llm
-def bench_llm(
-    home: Path, n: int, local_llm: str | None, max_tokens: int, focus: int | None = None
-) -> dict[str, Any]:
+def bench_llm(home: Path, n: int, local_llm: str | None, max_tokens: int) -> dict[str, Any]:
     from litrag.builders import build_answer_llm, build_embed_model, build_query_engine
     from litrag.settings import Settings
 
     s = Settings(home=home)
     if local_llm:
         s.local_llm = local_llm
-    if focus is not None:
-        s.focus_words = focus
     books = loaded(home)
     t0 = time.perf_counter()
     answer_llm = build_answer_llm(s, max_tokens=max_tokens)
@@ -305,12 +301,6 @@ def main(argv: list[str] | None = None) -> None:
         "--local-llm", help="packaged model (default: LITRAG_LOCAL_LLM or qwen2.5-coder-1.5b)"
     )
     ap.add_argument("--max-tokens", type=int, default=128, help="answer length cap (llm phase)")
-    ap.add_argument(
-        "--focus-words",
-        type=int,
-        default=None,
-        help="words of each passage the LLM reads (0: whole passages; default: litrag's)",
-    )
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per UI question")
     ap.add_argument("--skip", default="", help="comma list of phases to skip: retrieval,llm,ui")
     args = ap.parse_args(argv)
@@ -321,9 +311,7 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(bench_retrieval(home, args.queries))
         print(json.dumps(rows[-1]), flush=True)
     if "llm" not in skip:
-        rows.append(
-            bench_llm(home, args.llm_questions, args.local_llm, args.max_tokens, args.focus_words)
-        )
+        rows.append(bench_llm(home, args.llm_questions, args.local_llm, args.max_tokens))
         print(json.dumps(rows[-1]), flush=True)
     if "ui" not in skip:
         rows.append(bench_ui(home, args.ui_questions, args.local_llm, args.timeout))

@@ -8,14 +8,12 @@ answer. On the default retrieval of an ingested library, for each question this 
 the gold is in the 5 blocks whole (the ceiling, ~1,350 words) and in what each way of reading
 keeps, through the engine's own functions (``fit_to_context``, ``within_words``):
 
-- excerpts of 110 (the local model's reading before): each block cut to the sentences nearest
-  the question (``litrag.answering.focus``), ~460 words in all;
 - whole blocks, best first, while their chunks (heading and context sentences included)
   hold N words in all, the first always: 450, 550, 650 (the local model's default), 700,
   800;
-- the same, then the words left read the next block's winning paragraph (``next_block_evidence``;
-  an option, tried at 550 and 650), or the opening of the block after a block read
-  ("reading on"); and the winning paragraphs alone (see ``EVIDENCE_VARIANTS``).
+- the winning paragraphs alone, or the best block whole and the others' winning paragraphs
+  (see ``EVIDENCE_VARIANTS``). (Excerpts, the next block's paragraph and reading on lost and
+  were deleted: docs/results.md.)
 
 Gold, per question set: GutenQA-style sets (the public set, the blind frozen set): a sentence of
 the question's ``chunk_must_contain`` span (4 words or more) stands whole in a passage ("any") /
@@ -83,14 +81,13 @@ def _gold_test(q: dict):
     return None
 
 
-# name: (words of each block kept by the focus, 0: whole; words read in all, 0: every block)
+# name: words read in all, the best blocks whole (0: every block)
 VARIANTS = {
-    "excerpts of 110 (before)": (110, 0),
-    "whole, 450 words": (0, 450),
-    "whole, 550 words": (0, 550),
-    "whole, 650 words (default)": (0, 650),
-    "whole, 700 words": (0, 700),
-    "whole, 800 words": (0, 800),
+    "whole, 450 words": 450,
+    "whole, 550 words": 550,
+    "whole, 650 words (default)": 650,
+    "whole, 700 words": 700,
+    "whole, 800 words": 800,
 }
 
 # name: (what is read of each block, words read in all): "evidence", the paragraph child that
@@ -98,21 +95,12 @@ VARIANTS = {
 EVIDENCE_VARIANTS = {
     "evidence, 650 words": ("evidence", 650),
     "best whole + evidence, 650 words": ("lead", 650),
-    "whole + next's evidence, 550 words": ("tail", 550),
-    "whole + next's evidence, 650 words": ("tail", 650),
-    "whole + next's evidence, 700 words": ("tail", 700),
-    "whole + reading on, 550 words": ("read on", 550),
-    "whole + reading on, 650 words": ("read on", 650),
 }
 
 
 def collect(home: Path, books: list[str], sets: list[Path]) -> list[dict]:
-    from llama_index.core.schema import NodeRelationship, NodeWithScore
-
-    from litrag.answering.answer import fit_to_context, next_block_evidence, within_words
+    from litrag.answering.answer import fit_to_context, within_words
     from litrag.answering.answer_types import passage
-    from litrag.answering.focus import PassageFocus
-    from litrag.answering.reading import in_room, words_left
     from litrag.builders import build_query_engine
     from litrag.retrieval.evidence import evidence_text
     from litrag.settings import Settings
@@ -122,10 +110,6 @@ def collect(home: Path, books: list[str], sets: list[Path]) -> list[dict]:
     for book in books:
         engine = build_query_engine(s, book)
         r = engine.retriever
-        focuses = {
-            name: (PassageFocus(r.embed_model, max_words=w) if w else None, read)
-            for name, (w, read) in VARIANTS.items()
-        }
         budget = 10**6  # the local model's 4k context holds all 5 blocks: only words cut
         try:
             for path in sets:
@@ -137,40 +121,11 @@ def collect(home: Path, books: list[str], sets: list[Path]) -> list[dict]:
                     nodes = r.retrieve(question)[: r.settings.top_k]
                     texts = [passage(n) for n in nodes]
                     variants = {"blocks": texts}
-                    for name, (focus, read) in focuses.items():
-                        cut = [e.text for e in focus(question, texts)] if focus else None
-                        fitted = within_words(fit_to_context(nodes, budget, cut), read)
+                    for name, read in VARIANTS.items():
+                        fitted = within_words(fit_to_context(nodes, budget), read)
                         variants[name] = [chunk for _, chunk in fitted]
                     won = [evidence_text(n.node) or t for n, t in zip(nodes, texts, strict=True)]
                     for name, (how, read) in EVIDENCE_VARIANTS.items():
-                        if how == "tail":  # the engine's default: whole, then the next's winner
-                            whole = fit_to_context(nodes, budget)
-                            fitted = within_words(whole, read)
-                            if tail := next_block_evidence(whole, fitted, read):
-                                fitted.append(tail[:2])
-                            variants[name] = [chunk for _, chunk in fitted]
-                            continue
-                        if how == "read on":  # the block after the first read one not read
-                            whole = fit_to_context(nodes, budget)
-                            fitted = within_words(whole, read)
-                            ids = {n.node.node_id for n, _ in fitted}
-                            after = [
-                                n.node.relationships.get(NodeRelationship.NEXT) for n, _ in fitted
-                            ]
-                            nxt = next(
-                                (a.node_id for a in after if a and a.node_id not in ids), None
-                            )
-                            got = r.vector_store.get_nodes(node_ids=[nxt]) if nxt else []
-                            if got and (
-                                tail := in_room(
-                                    NodeWithScore(node=got[0]),
-                                    passage(NodeWithScore(node=got[0])),
-                                    words_left(fitted, read),
-                                )
-                            ):
-                                fitted.append(tail[:2])
-                            variants[name] = [chunk for _, chunk in fitted]
-                            continue
                         cut = won if how == "evidence" else texts[:1] + won[1:]
                         fitted = within_words(fit_to_context(nodes, budget, cut), read)
                         variants[name] = [chunk for _, chunk in fitted]
@@ -214,10 +169,6 @@ def main() -> int:
         words = " / ".join(f"{statistics.mean(r[f'{v} words'] for r in rs):.0f}" for v in variants)
         # mean words per block read x blocks read = words the model reads
         print(f"| {g} | {len(rs)} | " + " | ".join(cells) + f" | {words} |")
-    before, after = "excerpts of 110 (before)", "whole, 650 words (default)"
-    up = sum(1 for r in rows if r[after][1] and not r[before][1])
-    down = sum(1 for r in rows if r[before][1] and not r[after][1])
-    print(f"\n{after} against {before}: 'all' found in {up} more, lost in {down}")
     return 0
 
 

@@ -10,14 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from litrag.settings import (
-    Settings,
-    SettingsError,
-    answer_style,
-    focus_words,
-    llm_backend,
-    read_words,
-)
+from litrag.settings import Settings, SettingsError, llm_backend, read_words
 
 if TYPE_CHECKING:
     from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -495,7 +488,6 @@ def build_query_engine(
     rank through them.
     """
     from litrag.answering.answer import BookQueryEngine
-    from litrag.answering.focus import PassageFocus
     from litrag.ingestion.integrity import LibraryDamagedError, check_store
     from litrag.ingestion.library import Library
     from litrag.retrieval.retriever import (
@@ -523,8 +515,7 @@ def build_query_engine(
         if not shared and hasattr(store, "close"):
             store.close()
         raise LibraryDamagedError(problems)
-    words = focus_words(s)
-    if embed_model is None and (settings.mode != "sparse" or words):  # focus embeds too
+    if embed_model is None and settings.mode != "sparse":
         embed_model = build_embed_model(s)
     if embed_model is not None:  # a question embedded by another model ranks noise
         from litrag.ingestion.embedder_record import check_embedder, embedder_key
@@ -556,9 +547,7 @@ def build_query_engine(
         streaming=streaming,
         answered_by=llm_description,
         passage_order=s.passage_order,  # type: ignore[arg-type]
-        focus=PassageFocus(embed_model, max_words=words) if words else None,
         llm_health=llm_health,
-        answer_style=answer_style(s),  # type: ignore[arg-type]
         read_words=read_words(s),
     )
 

@@ -16,10 +16,8 @@ Answering: ``LITRAG_LOCAL_LLM`` (the packaged model started when no URL is set:
 ``LITRAG_MODELS`` (its folder), ``LITRAG_LLM_TIMEOUT`` (seconds), ``LITRAG_LLM_CONTEXT`` (tokens),
 ``LITRAG_RETRIEVAL`` (preset, with ``LITRAG_RETRIEVAL_<FIELD>`` overrides; see
 ``litrag.retrieval.retriever``), ``LITRAG_PASSAGE_ORDER`` (``score`` or ``story``: the order of the
-passages in the answer prompt), ``LITRAG_READ_WORDS`` (words the LLM reads: the best blocks whole
-while they fit; default 650 for the packaged local model, every block for a server),
-``LITRAG_FOCUS_WORDS`` (cut each passage to the N words nearest the question; default ``0``:
-whole passages, for every backend),
+passages in the answer prompt), ``LITRAG_READ_WORDS`` (words the LLM reads in all, the best
+blocks whole; ``0``: every block; default: 650 for the packaged local model, all for a server),
 ``LITRAG_LLM_TOOLS`` (the server's model calls functions: an agent picks the narrative tools).
 Serving: ``LITRAG_API_KEY`` (the Bearer key `litrag serve-api` asks of its clients).
 
@@ -100,7 +98,6 @@ ENV_VARS = {
     "rerank_timeout": "LITRAG_RERANK_TIMEOUT",
     "retrieval": "LITRAG_RETRIEVAL",
     "passage_order": "LITRAG_PASSAGE_ORDER",
-    "focus_words": "LITRAG_FOCUS_WORDS",
     "read_words": "LITRAG_READ_WORDS",
     "local_llm": "LITRAG_LOCAL_LLM",
     "llm_timeout": "LITRAG_LLM_TIMEOUT",
@@ -110,7 +107,6 @@ ENV_VARS = {
     "children": "LITRAG_CHILDREN",
     "ray_address": "LITRAG_RAY_ADDRESS",
     "llm_tools": "LITRAG_LLM_TOOLS",
-    "answer_style": "LITRAG_ANSWER_STYLE",
     "api_key": "LITRAG_API_KEY",
 }
 
@@ -420,11 +416,6 @@ class Settings(BaseModel):
         default=DEFAULT_PASSAGE_ORDER,
         description="Order of the passages in the answer prompt (LITRAG_PASSAGE_ORDER).",
     )
-    focus_words: int | None = Field(
-        default=None,
-        ge=0,
-        description="Words of each passage the LLM reads (0: whole); None: see focus_words().",
-    )
     read_words: int | None = Field(
         default=None, ge=0, description="Words the LLM reads (0: all); None: see read_words()."
     )
@@ -452,11 +443,6 @@ class Settings(BaseModel):
         default=True,
         description="Store each book's paragraph children at ingest, its blocks snapped to them, "
         "so retrieval ranks blocks through their paragraphs (LITRAG_CHILDREN).",
-    )
-    answer_style: Literal["single", "quote"] | None = Field(
-        default=None,
-        description="How the LLM answers (LITRAG_ANSWER_STYLE): 'quote' names the sentences "
-        "that answer, then answers from them; 'single' is one call; None: see answer_style().",
     )
     llm_tools: bool = Field(
         default=False,
@@ -629,11 +615,6 @@ def _explain(exc: ValidationError, given: dict[str, Any], names: dict[str, str])
 DEFAULT_READ_WORDS = 650
 
 
-def focus_words(s: Settings) -> int:
-    """Words per passage the answering LLM reads; 0 (the default) means whole passages."""
-    return s.focus_words if s.focus_words is not None else 0
-
-
 def read_words(s: Settings) -> int:
     """Words the answering LLM reads: the best blocks whole while they fit, the first always;
     0: every block given. Default 650 for the packaged local model (docs/lab/, "What the
@@ -642,14 +623,6 @@ def read_words(s: Settings) -> int:
     if s.read_words is not None:
         return s.read_words
     return DEFAULT_READ_WORDS if llm_backend(s) == "local" else 0
-
-
-def answer_style(s: Settings) -> str:
-    """How the answering LLM answers. Default: one call, for every backend. Quote-then-answer
-    lost with the packaged 1.5B model (3 of 10 factual checks right against 5 of 10, first
-    word after ~18 s against ~10 s: docs/lab/, "Quote, then answer"); a served model may
-    do better with it: ``LITRAG_ANSWER_STYLE=quote``."""
-    return s.answer_style or "single"
 
 
 class ServerUnreachableError(SettingsError):

@@ -29,14 +29,10 @@ from litrag.answering.answer import (
     estimate_tokens,
     fit_to_context,
     format_chunk,
-    next_block_evidence,
     within_words,
 )
-from litrag.answering.focus import GAP, PassageFocus
-from litrag.answering.reading import TAIL_MIN_WORDS
 from litrag.builders import build_embed_model, build_query_engine
 from litrag.models.llama_server import openai_like
-from litrag.retrieval.evidence import evidence_text
 from litrag.retrieval.retriever import RetrievalSettings
 from litrag.settings import DEFAULT_READ_WORDS, Settings
 
@@ -159,7 +155,7 @@ def test_the_local_model_reads_its_best_blocks_whole_within_a_word_budget(engine
     llm = ScriptedLLM(["Manuel."])
     engine = engine_for(WILD, llm=llm, read_words=None)
     budget = DEFAULT_READ_WORDS
-    assert engine.focus is None and engine.read_words == budget  # the packaged model's default
+    assert engine.read_words == budget  # the packaged model's default
     engine.streaming = False
     nodes = engine.retriever.retrieve(question)
     chunks = [c for _, c in fit_to_context(nodes, 10**6)]
@@ -180,77 +176,6 @@ def test_the_local_model_reads_its_best_blocks_whole_within_a_word_budget(engine
     assert within_words(fitted, 0) == fitted
     assert len(within_words(fitted, sum(lengths))) == len(fitted)
     assert len(within_words(fitted, sum(lengths) - 1)) == len(fitted) - 1
-
-
-def test_the_words_left_read_the_next_blocks_winning_paragraph(engine_for):
-    """Whole blocks leave words of the budget unread: they read the paragraph that ranked the
-    first block left out, cut to whole sentences, cited as an excerpt of that block."""
-    llm = ScriptedLLM(["An answer."])
-    engine = engine_for(WILD, llm=llm, read_words=None)
-    assert not engine.read_next_evidence and engine.read_words == DEFAULT_READ_WORDS  # defaults
-    engine.read_next_evidence = True  # the option: BookQueryEngine(read_next_evidence=True)
-    budget = engine.read_words
-    engine.streaming = False
-    for question in (  # the first whose whole blocks leave room (one must, or this shows nothing)
-        FATHER,
-        "Who sold Buck to the stranger at the flag station?",
-        "What does the man in the red sweater beat Buck with?",
-        "Which dog leads the team before Buck?",
-    ):
-        nodes = engine.retriever.retrieve(question)
-        fitted = fit_to_context(nodes, 10**6)
-        kept = within_words(fitted, budget)
-        left = budget - sum(len(c.split()) for _, c in kept)
-        if len(kept) < len(nodes) and left >= TAIL_MIN_WORDS:
-            break
-    else:
-        pytest.fail("no question left words of the budget unread")
-    answer = AnswerStream.from_response(engine.query(question)).answer()
-    prompt = llm.requests[0][-1].content
-    *whole, tail = answer.sources
-    assert [s.node_id for s in whole] == [x.node.node_id for x, _ in kept]
-    assert all(s.excerpt is None for s in whole) and all(c in prompt for _, c in kept)
-    nxt = nodes[len(kept)]
-    assert tail.node_id == nxt.node.node_id and tail.rank == len(kept) + 1
-    won = " ".join(evidence_text(nxt.node).split())  # the child that ranked the block
-    assert tail.excerpt and tail.excerpt in prompt
-    assert won.startswith(tail.excerpt.removesuffix(" [...]"))  # its opening, in its order
-    frame = len(engine.messages(question, [])[-1].content.split())
-    assert len(prompt.split()) - frame <= budget  # the budget holds, heading and tag counted
-    assert "next block's matching paragraph" in answer.retrieval
-    # fewer words left than the floor, or nothing left out: no part of another block is read
-    assert next_block_evidence(fitted, kept, budget - left + TAIL_MIN_WORDS - 1) is None
-    assert next_block_evidence(fitted, fitted, 10**6) is None
-    # a paragraph longer than the room is cut at a sentence end, never past the room
-    room_cut = next_block_evidence(fitted, kept, budget - left + TAIL_MIN_WORDS)
-    assert room_cut is not None and len(room_cut[1].split()) <= TAIL_MIN_WORDS
-
-
-def test_focused_prompt_reads_excerpts_and_cites_whole_blocks(engine_for, embed):
-    question = "Who sold Buck to the stranger at the flag station?"
-    llm = ScriptedLLM(["Manuel.", "Manuel."])
-    engine = engine_for(WILD, llm=llm)
-    engine.focus = PassageFocus(embed, max_words=110)  # LITRAG_FOCUS_WORDS=110
-    engine.streaming = False
-    answer = AnswerStream.from_response(engine.query(question)).answer()
-    assert "question-focused excerpts" in answer.retrieval
-    prompt = llm.requests[0][-1].content
-    for src in answer.sources:
-        assert src.excerpt and src.excerpt in prompt
-        kept = src.excerpt.replace(GAP, " ").split()
-        assert len(kept) < len(src.text.split())  # a cut, not the block
-        whole = " ".join(src.text.replace(GAP, " ").split())
-        for run in src.excerpt.split(GAP):  # every run of kept sentences is text of the block
-            assert " ".join(run.split()) in whole
-    left_out = [s for s in answer.sources if GAP in (s.excerpt or "")]
-    assert left_out
-    # the whole-passage prompt (focus off) is longer and cites the same first block
-    whole = engine_for(WILD, llm=llm)
-    whole.focus, whole.streaming = None, False
-    plain = AnswerStream.from_response(whole.query(question)).answer()
-    assert all(s.excerpt is None for s in plain.sources)
-    assert len(llm.requests[1][-1].content) > len(prompt) / len(answer.sources) * len(plain.sources)
-    assert plain.sources[0].node_id == answer.sources[0].node_id
 
 
 @pytest.mark.quick
@@ -307,9 +232,11 @@ def test_query_engine_streams_a_cited_answer(engine_for, llama_server):
     pieces = list(stream)
     answer = stream.answer()
     # SmolLM2 (plumbing, not quality) often names what no passage does: then the streamed text
-    # is the withdrawn draft and the answer the plain reply (answering.name_check).
-    streamed = answer.draft if answer.draft is not None else answer.text
-    assert len(pieces) > 1 and streamed == "".join(pieces).strip() and answer.text
+    # is what the checks let through of the withdrawn draft, and the answer the plain reply.
+    if answer.draft is None:
+        assert len(pieces) > 1 and answer.text == "".join(pieces).strip()
+    else:
+        assert answer.draft.startswith("".join(pieces).strip()) and answer.text
     words = {w.lower() for s in answer.sources for w in re.findall(r"\w+", s.text)}
     assert all(name.lower() not in words for name in answer.withheld)
     assert answer.mode == "llm" and answer.error is None and answer.answered_by

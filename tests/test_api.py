@@ -29,7 +29,6 @@ from test_answer import FATHER, free_port
 from test_app import CAUCUS, answering_with
 from test_retriever import ALICE, WILD, ingested_shelf
 
-from litrag.answering.name_check import NameGate
 from litrag.app.api import create_app
 from litrag.app.serve import is_loopback, run_api
 from litrag.app.service import ChatService
@@ -366,22 +365,12 @@ def test_an_unreachable_llm_is_noted_under_the_answer(api):
     assert streamed.strip() == text.strip() and extra(chunks[-1])["error"] == result["error"]
 
 
-# ----------------------------------------------------------------------------- the name gate
-def test_the_name_gate_stops_before_a_name_no_source_holds():
-    gate = NameGate(["Buck lived at Judge Miller's place."])
-    assert gate.safe_end("Buck liv") == len("Buck ")  # the last word may still grow
-    draft = "Buck lived with Judge Miller. Then Thorn"
-    assert gate.safe_end(draft) == len("Buck lived with Judge Miller. Then ")
-    draft += "ton took him."
-    assert gate.safe_end(draft) == draft.index("Thornton")
-    assert gate.safe_end(draft + " More text.") == draft.index("Thornton")  # stopped for good
-    assert NameGate(["Jean Valjean"]).safe_end("Valjean-") == 0
-
-
+# ----------------------------------------------------------------------------- held back
 def test_a_withdrawn_draft_never_streams_its_name(api):
-    """The LLM (scripted: the rare path) names someone no source names: the stream stops before
-    the name and the revised reply follows. Without a limit only the note names what was
-    dropped; under a spoiler limit (the name may come from later in the book) nothing does."""
+    """The LLM (scripted: the rare path) names someone no source names: the engine's stream
+    stops before the name (``answering.checks``) and the revised reply follows. Without a limit
+    only the note names what was dropped; under a spoiler limit (the name may come from later
+    in the book) nothing does."""
     draft = "Buck's father was Rufus, a St. Bernard."
     llm = ScriptedLLM([draft] * 4)
     with answering_with(api.service, llm, "scripted"):

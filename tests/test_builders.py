@@ -30,7 +30,7 @@ def test_the_backend_setting_chooses_the_client_for_every_llm(tmp_path, monkeypa
 
     from litrag.builders import build_llm
     from litrag.models.vllm_server import VllmChatServer
-    from litrag.settings import SettingsError, focus_words, llm_backend, read_words
+    from litrag.settings import SettingsError, llm_backend, read_words
 
     url = "http://127.0.0.1:9/v1"
     assert llm_backend(Settings(home=tmp_path, llm_url=None, llm_backend=None)) == "local"
@@ -51,7 +51,7 @@ def test_the_backend_setting_chooses_the_client_for_every_llm(tmp_path, monkeypa
     assert isinstance(seg, OpenAILike) and (seg.api_base, seg.model) == (other, "S")
     # local with a URL set: the packaged model answers, reading its best blocks within a budget
     s = Settings(home=tmp_path, llm_url=url, llm_backend="local", read_words=None)
-    assert build_llm(s) is None and read_words(s) > 0 and focus_words(s) == 0
+    assert build_llm(s) is None and read_words(s) > 0
     monkeypatch.setenv("LITRAG_LLM_BACKEND", "VLLM")
     assert Settings().llm_backend == "vllm"
     monkeypatch.setenv("LITRAG_LLM_BACKEND", "tgi")

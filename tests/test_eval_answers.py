@@ -161,11 +161,11 @@ def test_real_llm_answers_and_judge_through_the_cli(
     assert again["judge_calls"] == 0 and again["judge_cached"] == 4
     assert [r["prediction"] for r in again["rows"]] == [r["prediction"] for r in run["rows"]]
 
-    # a server reads whole blocks by default; focused excerpts are another prompt: new answers
-    assert run["config"]["focus_words"] == 0
-    focused = _run(data, cache, tmp_path, *args, "--focus-words", "110")
-    assert focused["config"]["focus_words"] == 110 and focused["answers_generated"] == 2
-    assert "the LLM reads <= 110 words of each" in (tmp_path / "answers-gutenqa.md").read_text()
+    # a server reads every block whole by default; a word budget is another prompt: new answers
+    assert run["config"]["read_words"] == 0
+    budget = _run(data, cache, tmp_path, *args, "--read-words", "110")
+    assert budget["config"]["read_words"] == 110 and budget["answers_generated"] == 2
+    assert "<= 110 words in all" in (tmp_path / "answers-gutenqa.md").read_text()
 
     # `--judge local` shares the answering LLM's local server instead of starting another
     shared = AnswerLLM(None, "local", server=llama_server)

@@ -1,5 +1,4 @@
-"""Hybrid fusion on hand-made result lists: relative-score, distribution-based and weighted
-reciprocal-rank fusion."""
+"""Hybrid fusion on hand-made result lists: relative-score and weighted reciprocal-rank fusion."""
 
 from __future__ import annotations
 
@@ -8,7 +7,6 @@ from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores.types import VectorStoreQueryResult
 
 from litrag.scoring.fusion import (
-    distribution_score_fusion,
     fuse_ranked,
     reciprocal_rank_fusion,
     relative_score_fusion,
@@ -34,26 +32,6 @@ def test_fusions_on_known_lists() -> None:
     assert rrf.similarities == pytest.approx([0.375, 0.5 / 3 + 0.125])
 
 
-def test_distribution_based_fusion_normalises_by_mean_and_spread() -> None:
-    """DBSF maps each list's mean - 3 sd to 0 and mean + 3 sd to 1 (clipped): one standout keeps
-    a lead that min-max would also give the runner-up's neighbours."""
-    dense = [("a", 0.9), ("b", 0.5), ("c", 0.1)]  # mean 0.5, sd 0.3266
-    sparse = [("c", 10.0), ("b", 2.0), ("d", 0.0)]  # mean 4, sd 4.3205
-    got = dict(fuse_ranked(dense, sparse, fusion="dbsf", alpha=0.5, top_k=4))
-    sd_d, sd_s = 0.32660, 4.32049
-    want = {
-        "a": 0.5 * (0.4 + 3 * sd_d) / (6 * sd_d),
-        "b": 0.5 * 0.5 + 0.5 * (2 - 4 + 3 * sd_s) / (6 * sd_s),
-        "c": 0.5 * (0.1 - 0.5 + 3 * sd_d) / (6 * sd_d) + 0.5 * (6 + 3 * sd_s) / (6 * sd_s),
-        "d": 0.5 * (0 - 4 + 3 * sd_s) / (6 * sd_s),
-    }
-    assert got == pytest.approx(want, abs=1e-4)
-    assert list(got) == sorted(want, key=lambda k: -want[k])
-    # a list of equal scores says nothing: every entry sits in the middle
-    flat = dict(fuse_ranked([("a", 1.0), ("b", 1.0)], [("b", 3.0)], fusion="dbsf", alpha=0.5))
-    assert flat == pytest.approx({"a": 0.25, "b": 0.5})
-
-
 def test_the_node_fusion_and_the_id_fusion_agree() -> None:
     def res(pairs: list[tuple[str, float]]) -> VectorStoreQueryResult:
         nodes = [TextNode(id_=i, text=i) for i, _ in pairs]
@@ -61,7 +39,11 @@ def test_the_node_fusion_and_the_id_fusion_agree() -> None:
 
     dense = [("a", 0.9), ("b", 0.8), ("c", 0.1)]
     sparse = [("c", 12.0), ("d", 6.0), ("b", 0.0)]
-    fused = distribution_score_fusion(res(dense), res(sparse), alpha=0.3, top_k=3)
-    ranked = fuse_ranked(dense, sparse, fusion="dbsf", alpha=0.3, top_k=3)
-    assert fused.ids == [k for k, _ in ranked]
-    assert fused.similarities == pytest.approx([s for _, s in ranked])
+    for fuse, fusion in (
+        (relative_score_fusion, "relative_score"),
+        (reciprocal_rank_fusion, "rrf"),
+    ):
+        fused = fuse(res(dense), res(sparse), alpha=0.3, top_k=3)
+        ranked = fuse_ranked(dense, sparse, fusion=fusion, alpha=0.3, top_k=3)
+        assert fused.ids == [k for k, _ in ranked]
+        assert fused.similarities == pytest.approx([s for _, s in ranked])

@@ -148,8 +148,11 @@ def test_a_draft_naming_someone_no_source_names_is_withdrawn(wild, streaming):
     )
     streamed = "".join(stream)
     answer = stream.answer()
-    assert streamed == (draft if streaming else answer.text)  # the reader saw the draft go
+    # streamed, the draft is held back from "Mycroft" on (the check might withdraw it): nothing
+    assert streamed == ("" if streaming else answer.text)
     assert answer.draft == draft and answer.withheld == ["Mycroft", "Holmes"]
+    assert [v.check for v in answer.checks][-2:] == ["obeyed_instruction", "unsupported_names"]
+    assert answer.checks[-1].decision == "withdraw"
     assert "do not say" in answer.text and "Mycroft" in answer.text and answer.sources
 
 
@@ -159,7 +162,7 @@ def test_the_chapter_a_source_is_headed_with_is_no_invented_name(wild):
     question = "How did Curly die?"
     draft = "The huskies killed Curly in Chapter II."
     stream = wild(ScriptedLLM([draft]), upto=2).ask(question)
-    streamed = "".join(stream)  # under a limit the gate holds "II" back, then lets it go
+    streamed = "".join(stream)  # the gate holds "II" back, then lets it go
     answer = stream.answer()
     assert answer.sources and 2 in {s.chapter_index for s in answer.sources}
     assert streamed == answer.text == draft and not answer.withheld

@@ -14,7 +14,6 @@ from litrag.settings import (
     DEFAULT_READ_WORDS,
     Settings,
     SettingsError,
-    focus_words,
     home,
     read_words,
 )
@@ -29,15 +28,10 @@ def test_home_follows_litrag_home(monkeypatch, tmp_path):
 
 def test_reading_defaults_follow_the_llm():
     # the local model reads the best blocks whole, within a word budget; a server all it is given
-    assert (focus_words(Settings(llm_url=None)), read_words(Settings(llm_url=None))) == (
-        0,
-        DEFAULT_READ_WORDS,
-    )
+    assert read_words(Settings(llm_url=None)) == DEFAULT_READ_WORDS
     assert read_words(Settings(llm_url="http://gpu:8000/v1")) == 0
     assert read_words(Settings(llm_url="http://gpu:8000/v1", llm_backend="local")) > 0
     assert read_words(Settings(llm_url=None, read_words=0)) == 0
-    assert focus_words(Settings(llm_url="http://gpu:8000/v1")) == 0
-    assert focus_words(Settings(llm_url="http://gpu:8000/v1", focus_words=80)) == 80
 
 
 def test_the_local_model_goes_by_its_real_name(monkeypatch):
@@ -54,18 +48,17 @@ def test_the_local_model_goes_by_its_real_name(monkeypatch):
 
 
 def test_numbers_from_the_environment(monkeypatch, tmp_path):
-    monkeypatch.setenv("LITRAG_FOCUS_WORDS", " 80 ")
-    monkeypatch.setenv("LITRAG_READ_WORDS", "700")
+    monkeypatch.setenv("LITRAG_READ_WORDS", " 700 ")
     monkeypatch.setenv("LITRAG_LLM_TIMEOUT", "30.5")
     monkeypatch.setenv("LITRAG_LLM_CONTEXT", "")
     s = Settings()
-    assert (s.focus_words, s.read_words, s.llm_timeout, s.llm_context) == (80, 700, 30.5, 4096)
-    monkeypatch.setenv("LITRAG_FOCUS_WORDS", "many")
-    with pytest.raises(SettingsError, match="LITRAG_FOCUS_WORDS must be a whole number"):
+    assert (s.read_words, s.llm_timeout, s.llm_context) == (700, 30.5, 4096)
+    monkeypatch.setenv("LITRAG_READ_WORDS", "many")
+    with pytest.raises(SettingsError, match="LITRAG_READ_WORDS must be a whole number"):
         Settings()
     # the CLI says which variable is wrong, in one line, instead of a traceback
     env = {**os.environ, "LITRAG_HOME": str(tmp_path), "LITRAG_LLM_CONTEXT": "4k"}
-    env.pop("LITRAG_FOCUS_WORDS")
+    env.pop("LITRAG_READ_WORDS")
     proc = subprocess.run(
         [sys.executable, "-m", "litrag.cli", "books"], env=env, capture_output=True, text=True
     )
@@ -77,7 +70,7 @@ def cli_line(monkeypatch, capsys, tmp_path: Path, *args: str, **env: str) -> tup
     """A CLI command, in this process: its exit code and the whole of its stderr."""
     from litrag.cli import main
 
-    for name in ("LITRAG_FOCUS_WORDS", "LITRAG_LLM_TIMEOUT", "QDRANT_URL", "LITRAG_EMBED_MODEL"):
+    for name in ("LITRAG_READ_WORDS", "LITRAG_LLM_TIMEOUT", "QDRANT_URL", "LITRAG_EMBED_MODEL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LITRAG_HOME", str(tmp_path / "home"))
     for name, value in env.items():
@@ -107,8 +100,8 @@ BAD_SETTINGS = [
     (["ask", "q", "--top-k", "-3"], {}, "error: --top-k must be at least 1, got '-3'"),
     (
         ["books"],
-        {"LITRAG_FOCUS_WORDS": "-5"},
-        "error: LITRAG_FOCUS_WORDS must be at least 0, got '-5'",
+        {"LITRAG_READ_WORDS": "-5"},
+        "error: LITRAG_READ_WORDS must be at least 0, got '-5'",
     ),
     (
         ["books"],

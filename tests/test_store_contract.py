@@ -523,7 +523,7 @@ def test_both_backends_give_the_same_answers(tmp_path: Path, corpus: Corpus) -> 
         stores[1].client.close()
 
 
-@pytest.mark.parametrize("fusion", ["relative_score", "rrf", "dbsf"])
+@pytest.mark.parametrize("fusion", ["relative_score", "rrf"])
 def test_our_two_stores_fuse_alike(tmp_path: Path, corpus: Corpus, fusion: str) -> None:
     """The in-process and the server store, set to the same hybrid fusion, rank alike; and the
     setting is read (each fusion's scores differ from relative-score fusion's)."""

@@ -203,7 +203,7 @@ def _children_results(store, questions, mode, weight, flt, embed) -> list:
 
 
 @pytest.mark.parametrize("mode", ["dense", "sparse", "hybrid"])
-@pytest.mark.parametrize("fusion", ["relative_score", "rrf", "dbsf"])
+@pytest.mark.parametrize("fusion", ["relative_score", "rrf"])
 def test_hits_are_the_query_without_its_nodes(stores, questions, mode, fusion, monkeypatch):
     store = stores[1]
     monkeypatch.setattr(store, "hybrid_fusion", fusion)

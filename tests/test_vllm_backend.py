@@ -330,7 +330,6 @@ def ask(home: Path, backend: str, url: str) -> subprocess.CompletedProcess:
         LITRAG_LLM_BACKEND=backend,
         LITRAG_LLM_URL=url,
         LITRAG_LLM_TEMPERATURE="0",
-        LITRAG_FOCUS_WORDS="110",  # the packaged model's default reading: ~750-token prompts
     )
     return subprocess.run(
         [sys.executable, "-m", "litrag.cli", "ask", FATHER, "--book", WILD],

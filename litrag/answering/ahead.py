@@ -13,10 +13,6 @@ from __future__ import annotations
 
 import re
 
-from llama_index.core.schema import NodeWithScore
-
-from litrag.answering.answer_types import AnswerRun, Source
-
 _WORK = r"(?:book|story|novel|tale)"
 # Each form asks for the end of the whole work; "the ending" alone reads as the book's too.
 _ENDING = re.compile(
@@ -47,15 +43,3 @@ def ending_ahead_text(title: str, upto_chapter: int) -> str:
         "not told here: it comes later in the book. The closest passages up to chapter "
         f"{upto_chapter} are below."
     )
-
-
-def ending_ahead(
-    run: AnswerRun, nodes: list[NodeWithScore], title: str, upto_chapter: int
-) -> list[NodeWithScore]:
-    """Fill ``run`` with the reply to an ending question asked before the ending (no LLM call);
-    returns the sources it keeps (the closest three passages, all within the limit)."""
-    used = nodes[:3]
-    run.sources = [Source.from_node(i, n) for i, n in enumerate(used, start=1)]
-    run.mode, run.answered_by = "none", "spoiler limit (the LLM was not asked)"
-    run.text = ending_ahead_text(title, upto_chapter)
-    return used

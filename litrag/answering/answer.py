@@ -10,10 +10,8 @@ rather than a few thousand tokens back (it made the packaged 1.5B model answer m
 the Wild acceptance questions correctly, from the same retrieved blocks).
 Every answer carries its sources: exactly the blocks that were in the prompt, in prompt order
 (blocks that did not fit the model's context are dropped *before* the call, so never cited).
-By default the prompt holds whole blocks (the packaged local model reads the best of them while
-they fit ``LITRAG_READ_WORDS``); with a ``PassageFocus`` (``LITRAG_FOCUS_WORDS=N``, off by
-default) it holds each block's question-focused excerpt instead (``Source.excerpt`` says what
-it read).
+The local model reads the best blocks whole within a word budget (``read_words``); a routed
+engine may give excerpts of its own (``Source.excerpt`` says what the model read).
 
 Failures of the LLM (unreachable, timed out before or during the stream, an HTTP error) do not
 raise: the answer keeps its sources and the partial text, and ``error`` says what happened in one
@@ -44,18 +42,28 @@ from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from litrag.answering import ahead, name_check, quote
+from litrag.answering import ahead, name_check
 from litrag.answering.answer_types import (  # re-exported: what an answer is
     RUN_KEY,
     Answer,
     AnswerMode,
     AnswerRun,
     AnswerStream,
-    Quote,
     Source,
     passage,
 )
-from litrag.answering.focus import PassageFocus
+from litrag.answering.checks import (
+    DRAFT_CHECKS,
+    QUESTION_CHECKS,
+    Draft,
+    DraftCheck,
+    EndingAhead,
+    Question,
+    QuestionCheck,
+    StreamGate,
+    check_draft,
+    check_question,
+)
 from litrag.answering.llm_errors import describe_llm_error, finish_reason
 from litrag.answering.reading import (  # re-exported: what the LLM reads
     CHARS_PER_TOKEN,
@@ -64,12 +72,10 @@ from litrag.answering.reading import (  # re-exported: what the LLM reads
     fit_to_context,
     format_chunk,
     in_story_order,
-    next_block_evidence,
     within_words,
 )
 from litrag.retrieval.retriever import BookRetriever
 from litrag.scoring.bm25 import BM25Index
-from litrag.segment.llm_calls import Sampling, request_kwargs
 from litrag.segment.quoting import DATA_RULE, quoted, quoted_title
 from litrag.segment.sentences import split_sentences
 from litrag.settings import DEFAULT_PASSAGE_ORDER
@@ -87,9 +93,7 @@ __all__ = [
     "AnswerMode",
     "AnswerRun",
     "AnswerStream",
-    "AnswerStyle",
     "BookQueryEngine",
-    "Quote",
     "Source",
     "chunk_heading",
     "condense_prompt",
@@ -100,7 +104,6 @@ __all__ = [
     "fit_to_context",
     "format_chunk",
     "in_story_order",
-    "next_block_evidence",
     "passage",
     "quoted_title",
     "within_words",
@@ -158,12 +161,6 @@ def condense_prompt(title: str, transcript: str, question: str) -> str:
 
 
 PassageOrder = Literal["score", "story"]
-AnswerStyle = Literal["single", "quote"]
-
-
-# The quote step's request: JSON output, short and deterministic (the segmenters' own request
-# building, so OpenAI-compatible clients get it and others get plain calls).
-QUOTE_SAMPLING = Sampling(temperature=0.0, top_p=1.0, top_k=1, json_mode=True, max_tokens=48)
 
 
 def extractive_answer(
@@ -245,43 +242,35 @@ class BookQueryEngine(BaseQueryEngine):
         answer_tokens: int = 256,
         answered_by: str | None = None,
         passage_order: PassageOrder = DEFAULT_PASSAGE_ORDER,
-        focus: PassageFocus | None = None,
         llm_health: Callable[[], str | None] | None = None,
         callback_manager: CallbackManager | None = None,
-        answer_style: AnswerStyle = "single",
         check_names: bool = True,
         read_words: int = 0,
-        read_next_evidence: bool = False,
+        checks: Sequence[DraftCheck] | None = None,
+        question_checks: Sequence[QuestionCheck] | None = None,
     ) -> None:
         """``llm_health`` explains a failed LLM call in the user's terms when it can (the local
         llama.cpp server crashed, and why); its line replaces the HTTP client's.
-        ``answer_style``: ``single`` (one call, the paper's prompt) or ``quote`` (the model names
-        the sentences that answer, then answers from them: ``litrag.answering.quote``).
-        ``check_names``: names of the question and of the draft read against the book
-        (``litrag.answering.name_check``). ``read_words``: the LLM reads the best blocks whole while
-        they hold this many words in all, the first always (``within_words``; 0: all given);
-        ``read_next_evidence``: the words they leave read the next block's winning paragraph
-        (``next_block_evidence``; off by default: more of the gold is read, but the packaged
-        model's answers did not gain and one fewer unanswerable question was declined,
-        docs/lab/)."""
+        ``check_names``: the checks of ``litrag.answering.checks`` on the question and the draft
+        (``checks`` / ``question_checks`` name others; off: only the ending check).
+        ``read_words``: the LLM reads the best blocks whole while
+        they hold this many words in all, the first always (``within_words``; 0: all given)."""
         super().__init__(callback_manager=callback_manager)
         if passage_order not in get_args(PassageOrder):
             raise ValueError(f"passage_order is 'score' or 'story', not {passage_order!r}")
-        if answer_style not in get_args(AnswerStyle):
-            raise ValueError(f"answer_style is 'single' or 'quote', not {answer_style!r}")
-        self.answer_style = answer_style
         self.retriever = retriever
         self.llm = llm
         self.qa_prompt = qa_prompt or QA_PROMPT
         self.streaming = streaming
         self.answer_tokens = answer_tokens
         self.passage_order = passage_order
-        self.focus = focus
         self.answered_by = answered_by or llm_name(llm)
         self.llm_health = llm_health
         self.check_names = check_names
+        self.checks = tuple(checks if checks is not None else DRAFT_CHECKS if check_names else ())
+        default_q = QUESTION_CHECKS if check_names else (EndingAhead(),)
+        self.question_checks = tuple(question_checks if question_checks is not None else default_q)
         self.read_words = read_words
-        self.read_next_evidence = read_next_evidence
 
     # PromptMixin: lets `engine.update_prompts({"qa_prompt": ...})` swap the prompt.
     def _get_prompts(self) -> PromptDictType:
@@ -304,12 +293,8 @@ class BookQueryEngine(BaseQueryEngine):
     def describe(self) -> str:
         """How passages are found and what of them the LLM reads."""
         parts = [self.retriever.describe()]
-        if self.focus is not None and self.llm is not None:
-            parts.append(self.focus.describe())
         if self.read_words and self.llm is not None:
             parts.append(f"the best blocks whole, up to {self.read_words} words")
-            if self.read_next_evidence:
-                parts.append("the words left: the next block's matching paragraph")
         return "; ".join(parts)
 
     def messages(self, question: str, chunks: Sequence[str]) -> list[ChatMessage]:
@@ -363,10 +348,10 @@ class BookQueryEngine(BaseQueryEngine):
         meta: dict[str, Any],
         excerpts_of: Sequence[str | None] | None = None,
     ) -> RESPONSE_TYPE:
-        """The LLM's answer from ``nodes`` (best first): prompt, focus, context fit, passage
-        order; also the routed engine's, for passages it found (steered by the character index).
-        ``excerpts_of``: what the LLM reads of each node instead of the focus step's excerpt
-        (None for a node: the block whole)."""
+        """The LLM's answer from ``nodes`` (best first): prompt, context fit, word budget,
+        passage order; also the routed engine's, for passages it found (steered by the character
+        index). ``excerpts_of``: what the LLM reads of each node (None for a node: the block
+        whole)."""
         if stopped := self._stopped(question, nodes, run, meta):
             return stopped
         texts: list[str] | None = None
@@ -375,20 +360,8 @@ class BookQueryEngine(BaseQueryEngine):
             given = list(zip(nodes, excerpts_of, strict=True))
             texts = [passage(n) if e is None else e for n, e in given]
             excerpts = {n.node.node_id: e for n, e in given if e is not None}
-        elif self.focus is not None:
-            cut = self.focus(question, [passage(n) for n in nodes])
-            texts = [e.text for e in cut]
-            pairs = zip(nodes, cut, strict=True)
-            excerpts = {n.node.node_id: e.text for n, e in pairs if not e.is_whole}
         fitted = fit_to_context(nodes, self._budget(), texts)  # the best blocks that fit
-        kept = within_words(fitted, self.read_words)
-        tail = None
-        if texts is None and self.read_next_evidence:  # the words whole blocks leave unread
-            tail = next_block_evidence(fitted, kept, self.read_words)
-        if tail is not None:
-            kept.append(tail[:2])
-            excerpts[tail[0].node.node_id] = tail[2]
-        fitted = kept
+        fitted = within_words(fitted, self.read_words)
         if self.passage_order == "story":
             fitted = in_story_order(fitted)
         used = [n for n, _ in fitted]
@@ -396,13 +369,6 @@ class BookQueryEngine(BaseQueryEngine):
             Source.from_node(i, n, excerpts.get(n.node.node_id))
             for i, n in enumerate(used, start=1)
         ]
-        if self.answer_style == "quote":
-            read = [
-                excerpts.get(n.node.node_id)
-                or (texts[nodes.index(n)] if texts is not None else passage(n))
-                for n in used
-            ]
-            return self._quote_then_answer(question, fitted, read, run, used, meta)
         messages = self.messages(question, [c for _, c in fitted])
         return self.call_llm(messages, run, used, meta)
 
@@ -416,66 +382,59 @@ class BookQueryEngine(BaseQueryEngine):
         return ahead.asks_for_ending(question) and self.retriever.has_text_past_limit()
 
     def _stopped(self, question: str, nodes: list, run: AnswerRun, meta: dict) -> Any:
-        """The reply to a question on an ending not reached yet, or naming only people the book
-        never mentions; else None."""
-        limit = self.retriever.upto_chapter
-        if isinstance(limit, int) and self.ending_lies_ahead(question):
-            return self.respond(run, ahead.ending_ahead(run, nodes, self.title, limit), meta)
-        words = self.book_words if self.check_names else None
-        if words is None or not (missing := name_check.unknown_names(question, words, self.title)):
-            return None
-        return self.respond(run, name_check.never_mentioned(run, missing, nodes, self.title), meta)
-
-    def _check_names(self, run: AnswerRun, used: list[NodeWithScore]) -> None:
-        if self.check_names:
-            name_check.withdraw_unsupported(run, used, self.book_words, self.title)
-
-    def _quote_then_answer(
-        self,
-        question: str,
-        fitted: list[tuple[NodeWithScore, str]],
-        read: list[str],
-        run: AnswerRun,
-        used: list[NodeWithScore],
-        meta: dict[str, Any],
-    ) -> RESPONSE_TYPE:
-        """Name the answering sentences (checked), then answer from them; none: say so."""
-        llm = self.llm
-        assert llm is not None
-        numbered = quote.number_passages(read)
-        headings = [chunk_heading(n) for n, _ in fitted]
-        prompt = quote.quote_messages(
-            self.title, question, quote.format_numbered(headings, numbered)
+        """The reply, without the LLM, when a question check withdraws the question (an ending
+        the reader has not reached, names the book never mentions); else None."""
+        asked = Question(
+            text=question,
+            title=self.title,
+            book=lambda: self.book_words,
+            upto_chapter=self.retriever.upto_chapter,
+            text_past_limit=self.retriever.has_text_past_limit,
         )
-        quotes: list[quote.Numbered] = []
-        for attempt in range(2):  # one retry when the reply is not the JSON asked for
-            try:
-                reply = llm.chat(prompt, **request_kwargs(llm, QUOTE_SAMPLING))
-                quotes = quote.parse_quotes(reply.message.content or "", numbered)
-                break
-            except quote.OutputParseError as exc:
-                logger.info("quote step, attempt %d: %s", attempt + 1, exc)
-            except Exception as exc:  # the LLM is down: said like any failed answer
-                crash = self.llm_health() if self.llm_health is not None else None
-                run.error = crash or describe_llm_error(
-                    exc, midstream=False, api_base=str(getattr(llm, "api_base", ""))
-                )
-                return self.respond(run, used, meta)
-        run.quotes = [
-            Quote(
-                source=q.passage,
-                sentence=q.index,
-                text=q.text,
-                node_id=used[q.passage - 1].node.node_id,
-            )
-            for q in quotes
-        ]
-        run.evidence = [q.text for q in quotes]
-        if not quotes:
-            run.text = quote.no_answer_text(self.title, self.retriever.upto_chapter)
-            return self.respond(run, used, meta)
-        messages = quote.answer_messages(self.title, question, quote.with_context(quotes, numbered))
-        return self.call_llm(messages, run, used, meta)
+        verdicts, stop = check_question(asked, self.question_checks)
+        run.checks = [*run.checks, *verdicts]
+        if stop is None:
+            return None
+        used = nodes[:3]  # the closest passages, all within the limit
+        run.sources = [Source.from_node(i, n) for i, n in enumerate(used, start=1)]
+        run.mode, run.answered_by = "none", f"{stop.check} (the LLM was not asked)"
+        run.withheld = list(stop.names)
+        run.text = stop.reply or ""
+        return self.respond(run, used, meta)
+
+    def _draft(self, run: AnswerRun, used: Sequence[NodeWithScore], text: str, done: bool) -> Draft:
+        """The draft as the checks read it: its text and what it was written from."""
+        asked = " ".join(q for q in (run.question, run.standalone_question) if q)
+        # The book's author is no invented name ("Spitz is a dog in The Call of the Wild by
+        # Jack London"), nor the chapter a passage is headed with ("in Chapter III").
+        meta = [n.node.metadata for n in used]
+        authors = {str(m.get("author") or "") for m in meta} - {"", "Unknown"}
+        chapters = {str(m.get("chapter_title") or "") for m in meta} - {""}
+        return Draft(
+            question=asked,
+            text=text,
+            sources=tuple(passage(n) for n in used),
+            title=self.title,
+            known=" ".join([self.title, *sorted(authors), *sorted(chapters)]),
+            book=self.book_words,
+            upto_chapter=run.upto_chapter,
+            finished=done,
+        )
+
+    def check_draft(self, run: AnswerRun, used: Sequence[NodeWithScore]) -> None:
+        """Run the draft checks on the finished draft; a withdrawal puts the reply in its place
+        (the draft kept in ``run.draft``, a name the reader has not met replaced). The routed
+        engine's agent, which writes its answer itself, has it checked here too."""
+        if not self.checks or run.error is not None or not run.text.strip():
+            return
+        checked = check_draft(self._draft(run, used, run.text, True), self.checks)
+        run.checks = [*run.checks, *checked.verdicts]
+        if (out := checked.withdrawn) is None:
+            return
+        logger.info("draft withdrawn by %s: %s (%r)", out.check, out.names, run.text)
+        run.draft = checked.shown_draft(run.text)
+        run.withheld = list(out.names)
+        run.text = out.reply or ""
 
     def call_llm(
         self,
@@ -497,33 +456,23 @@ class BookQueryEngine(BaseQueryEngine):
             )
         for _ in self._guarded(lambda: iter([llm.chat(messages)]), run, full=True):
             pass
-        self._check_names(run, used)
+        self.check_draft(run, used)
         return Response(run.text, source_nodes=used, metadata=meta)
 
     def _checked(self, pieces: Iterator[str], run: AnswerRun, used: list) -> Iterator[str]:
-        """The draft as it streams, then the name check on the whole of it (``run.draft``).
-        Under a spoiler limit a name the check may withdraw could be one the model knows from
-        later in the book, so the draft streams only as far as the name gate lets it, and the
-        rest once the check lets it stand."""
-        limit = self.retriever.upto_chapter
-        if not (self.check_names and isinstance(limit, int)):
+        """The draft as it streams, as far as every check lets it (``StreamGate``: a check
+        holds back what it might withdraw), then the checks on the whole of it, then the rest
+        of a draft they kept. A withdrawn draft's held-back part is never sent."""
+        if not self.checks:
             yield from pieces
-            self._check_names(run, used)
             return
-        asked = run.standalone_question or run.question
-        titles = [str(n.node.metadata.get("chapter_title") or "") for n in used]
-        held = [*(passage(n) for n in used), *titles, self.title, run.question, asked]
-        gate = name_check.NameGate(held, asked)
-        draft, sent = "", 0
+        gate = StreamGate(lambda text, done: self._draft(run, used, text, done), self.checks)
         for piece in pieces:
-            draft += piece
-            end = gate.safe_end(draft)
-            if end > sent:
-                yield draft[sent:end]
-                sent = end
-        self._check_names(run, used)
-        if run.draft is None and sent < len(draft):
-            yield draft[sent:]
+            if out := gate.feed(piece):
+                yield out
+        self.check_draft(run, used)
+        if run.draft is None and (rest := gate.rest()):
+            yield rest
 
     def respond(
         self, run: AnswerRun, used: list[NodeWithScore], meta: dict[str, Any]

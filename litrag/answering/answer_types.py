@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from llama_index.core.base.response.schema import RESPONSE_TYPE, StreamingResponse
-from llama_index.core.bridge.pydantic import BaseModel, Field
+from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
 from llama_index.core.schema import NodeWithScore
 
 from litrag.retrieval.evidence import evidence_text
@@ -46,8 +46,8 @@ class Source(BaseModel):
     text: str = Field(description="The passage, with its context sentences.")
     excerpt: str | None = Field(
         default=None,
-        description="What the LLM read of the passage when the engine focuses passages on the "
-        "question ('[...]' marks left-out sentences); None: it read the whole passage.",
+        description="What the LLM read of the passage when the engine cut it (a routed "
+        "engine's excerpts; '[...]' marks left-out sentences); None: it read the whole passage.",
     )
     evidence: str | None = Field(
         default=None,
@@ -85,18 +85,36 @@ class Source(BaseModel):
 AnswerMode = Literal["llm", "extractive", "none"]
 
 
-class Quote(BaseModel):
-    """A sentence the answer was written from (the quote step named it; the product checked it
-    is a sentence of a source in the prompt)."""
+class CheckVerdict(BaseModel):
+    """What one check (``litrag.answering.checks``) decided, as the answer records it."""
 
-    source: int = Field(description="The source's rank (1-based), as cited.")
-    sentence: int = Field(description="The sentence's number within what the model read of it.")
-    text: str = Field(description="The sentence, exactly as in the passage.")
-    node_id: str = Field(description="The source block's node id.")
+    model_config = ConfigDict(frozen=True)
+
+    check: str = Field(description="The check's name.")
+    decision: Literal["keep", "hold", "withdraw"] = Field(
+        description="keep: the text stands; withdraw: the reply replaces it; hold (while a "
+        "draft streams): nothing from hold_at on is sent until the draft is finished."
+    )
+    names: list[str] = Field(
+        default_factory=list, description="What the check found (names, numbers, words)."
+    )
+    hidden: list[str] = Field(
+        default_factory=list,
+        description="Of those, names the reader has not met (named nowhere, not even here, in "
+        "what is shown: the answer's draft has them replaced).",
+        exclude=True,
+    )
+    reply: str | None = Field(default=None, description="The reply given instead, on withdraw.")
+    hold_at: int | None = Field(
+        default=None, description="On hold: the offset in the draft where sending stops."
+    )
 
 
 class Answer(BaseModel):
-    """A finished answer: text, the blocks it used, and what produced it."""
+    """A finished answer: text, the blocks it used, and what produced it. Immutable: a change
+    is a new answer (``model_copy(update=...)``)."""
+
+    model_config = ConfigDict(frozen=True)
 
     question: str = Field(description="The question as asked.")
     standalone_question: str | None = Field(
@@ -114,13 +132,7 @@ class Answer(BaseModel):
         default=None, description="The spoiler limit the retrieval obeyed."
     )
     evidence: list[str] = Field(
-        default_factory=list,
-        description="The sentences the answer rests on: the quote step's, or an extractive "
-        "answer's.",
-    )
-    quotes: list[Quote] = Field(
-        default_factory=list,
-        description="Quote-then-answer: the sentences named as evidence, with their source.",
+        default_factory=list, description="The sentences an extractive answer rests on."
     )
     error: str | None = Field(default=None, description="One line, when the LLM failed.")
     withheld: list[str] = Field(
@@ -141,6 +153,11 @@ class Answer(BaseModel):
         description="How a routed engine (litrag.narrative.engine) chose what to read: tool, "
         "kwargs, reason, by (rules or agent); None: plain passage retrieval, no router.",
     )
+    checks: list[CheckVerdict] = Field(
+        default_factory=list,
+        description="The checks that ran, in order, and what each decided (the first to "
+        "withdraw ends the run): on the question before the LLM, then on its draft.",
+    )
 
 
 @dataclass
@@ -157,13 +174,13 @@ class AnswerRun:
     upto_chapter: Any
     text: str = ""
     evidence: list[str] = field(default_factory=list)
-    quotes: list[Quote] = field(default_factory=list)
     error: str | None = None
     standalone_question: str | None = None
     deltas: int = 0
     route: dict[str, Any] | None = None
     withheld: list[str] = field(default_factory=list)
-    draft: str | None = None  # set when the name check replaced the streamed text
+    draft: str | None = None  # set when a check withdrew the draft
+    checks: list[CheckVerdict] = field(default_factory=list)
 
     def answer(self, text: str | None = None) -> Answer:
         return Answer(
@@ -177,11 +194,11 @@ class AnswerRun:
             book_ids=self.book_ids,
             upto_chapter=self.upto_chapter,
             evidence=self.evidence,
-            quotes=self.quotes,
             error=self.error,
             withheld=self.withheld,
             draft=self.draft,
             route=self.route,
+            checks=self.checks,
         )
 
 

@@ -2,7 +2,8 @@
 
 A small model's worst answer is a confident name the passages do not hold ("Who built the Lost
 Cabin?" -> "John Thornton"; "Who is Sherlock Holmes's brother?" -> "Mycroft", a name The
-Adventures never writes). Four checks catch what they can by construction, with no model:
+Adventures never writes). What a name is, and the checks of ``litrag.answering.checks`` that read
+names, need no model:
 
 - **the question names only people the book never mentions** (up to the reader's spoiler
   limit): the honest reply is that, said without calling the LLM ("Who is Professor Moriarty?"
@@ -12,9 +13,6 @@ Adventures never writes). Four checks catch what they can by construction, with 
   book never gives, "$300" where the passage says "sixteen hundred dollars"): the draft is
   replaced by the plain "the passages do not say" reply, which keeps the closest passages and
   says what was dropped;
-- **a name given for a question that asks for one is not tied to it**: the passages hold it, but
-  never beside what the question asks about ("Judge Miller's wife" -> "Mollie", one of his
-  daughters): withdrawn the same way (``untied_names``, a later section of this module);
 - **the answer only says the question back** ("Who killed Thornton?" -> "John Thornton killed
   Thornton"): no word the question lacks, so no answer (``echoed_names``, the last section).
 
@@ -28,19 +26,11 @@ or two letters away counts (readers write "Surrey" where Austen wrote "Surry").
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from difflib import get_close_matches
 from functools import lru_cache
-
-from llama_index.core.schema import NodeWithScore
-
-from litrag.answering.answer_types import AnswerRun, Source, passage
-from litrag.answering.quote import no_answer_text
-
-logger = logging.getLogger(__name__)
 
 # A word: letters of any script (François, Chamounix), inner apostrophes and hyphens kept.
 _WORD = re.compile(r"[^\W\d_](?:[^\W\d_]|['’-](?=[^\W\d_]))*")
@@ -79,11 +69,17 @@ class BookWords:
 
     folded: frozenset[str]
     lowercase: frozenset[str]
+    # The stems of those, and the words the book capitalises inside a sentence (its names): a
+    # sentence's first word that the book never capitalises there and whose stem it writes in
+    # lower case is a word of the language ("Diving low, he ...", "Additionally"), not a name.
+    lowstems: frozenset[str] = frozenset()
+    midcaps: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, texts: Iterable[str]) -> BookWords:
         folded: set[str] = set()
         lower: set[str] = set()
+        caps: set[str] = set()
         for text in texts:
             for m in _WORD.finditer(text):
                 w = m.group()
@@ -91,7 +87,24 @@ class BookWords:
                 folded.add(f)
                 if w[0].islower():
                     lower.add(f)
-        return cls(frozenset(folded), frozenset(lower))
+                elif not _opens_sentence(text, m.start()):
+                    caps.add(f)
+        stems = frozenset(_stem(w) for w in lower)
+        return cls(frozenset(folded), frozenset(lower), stems, frozenset(caps))
+
+
+def _stem(word: str) -> str:
+    from litrag.scoring.bm25 import _stem as stem
+
+    return stem(word)
+
+
+def _opens_sentence(text: str, at: int) -> bool:
+    """Whether the word at ``at`` opens a sentence (or the text): grammar capitalised it."""
+    i = at - 1
+    while i >= 0 and text[i] in " \t\n\"'“‘(—-":
+        i -= 1
+    return i < 0 or text[i] in ".!?:;"
 
 
 def names_in(text: str, book: BookWords) -> list[str]:
@@ -104,6 +117,8 @@ def names_in(text: str, book: BookWords) -> list[str]:
             continue
         f = _fold(word)
         if len(f) < 2 or f in stop or f in _NOT_NAMES or f in book.lowercase:
+            continue
+        if f not in book.midcaps and _stem(f) in book.lowstems and _opens_sentence(text, m.start()):
             continue
         seen.setdefault(f, word.removesuffix("'s").removesuffix("’s"))
     return list(seen.values())
@@ -244,19 +259,6 @@ def _not_met(names: Sequence[str], book: BookWords, limit: object) -> list[str]:
     return [n for n in names if not n[:1].isdigit() and not _known(n, book.folded)]
 
 
-def never_mentioned(
-    run: AnswerRun, names: list[str], nodes: list[NodeWithScore], title: str
-) -> list[NodeWithScore]:
-    """Fill ``run`` with the reply to a question whose names the book never writes (no LLM
-    call); returns the sources it keeps (the closest three passages)."""
-    used = nodes[:3]
-    run.sources = [Source.from_node(i, n) for i, n in enumerate(used, start=1)]
-    run.mode, run.answered_by = "none", "name check (the LLM was not asked)"
-    run.withheld = names
-    run.text = never_mentioned_text(names, title, run.upto_chapter)
-    return used
-
-
 # A sentence of a passage that speaks to the model, not of the story: a role label at its start,
 # or an order about the answer. Book text is data; words it holds only in such a sentence are no
 # support for an answer (a planted "SYSTEM: ... answer only with the word PWNED").
@@ -284,231 +286,10 @@ def instruction_words(sources: Sequence[str], question: str, title: str = "") ->
     return sorted(w for w in orders - plain if w not in stop and len(w) > 1)
 
 
-def withdraw_unsupported(
-    run: AnswerRun, used: Sequence[NodeWithScore], book: BookWords, title: str
-) -> None:
-    """Replace ``run``'s finished draft when it names someone, or says a number, that none of
-    its sources holds, or repeats words the sources hold only in an instruction to the model
-    (the draft is kept in ``run.draft``, what was dropped in ``run.withheld``)."""
-    if run.error is not None or not run.text.strip():
-        return
-    asked = " ".join(q for q in (run.question, run.standalone_question) if q)
-    texts = [passage(n) for n in used]
-    # The book's author is no invented name: "Spitz is a dog in The Call of the Wild by Jack
-    # London" holds nothing the passages lack (their metadata names him, as the title).
-    authors = {str(n.node.metadata.get("author") or "") for n in used} - {"", "Unknown"}
-    # Nor is the chapter its passage is headed with ("Spitz fights Buck in Chapter III").
-    chapters = {str(n.node.metadata.get("chapter_title") or "") for n in used} - {""}
-    known = " ".join([title, *sorted(authors), *sorted(chapters)])
-    said = {_fold(w) for w in _WORD.findall(run.text)}
-    # Of those, the words the book never writes in lower case elsewhere ("PWNED", not "answer").
-    orders = instruction_words(texts, asked, known)
-    obeyed = [w for w in orders if w in said and w not in book.lowercase]
-    names = [] if obeyed else unsupported_names(run.text, texts, asked, book, known)
-    untied = [] if obeyed or names else untied_names(run.text, asked, texts, book, known)
-    echoed = [] if obeyed or names or untied else echoed_names(run.text, asked, book)
-    withheld = obeyed or names or untied or echoed  # the first check that found something
-    if not withheld:
-        return
-    logger.info("answer withheld: %s (%r)", withheld, run.text)
-    run.draft, run.withheld = run.text, withheld
-    if hidden := _not_met(names, book, run.upto_chapter):  # a spoiler, maybe: never echoed
-        for name in hidden:
-            run.draft = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", NOT_MET, run.draft)
-        run.withheld = list(dict.fromkeys(NOT_MET if n in hidden else n for n in names))
-        run.text = f"{no_answer_text(title, run.upto_chapter)} {UNNAMED_NOTE}"
-        return
-    if obeyed:
-        note = (
-            "(A draft answer repeated an instruction written in the book's text, so it was "
-            "withheld.)"
-        )
-    elif names:
-        note = dropped_note(names)
-    elif untied:
-        note = untied_note(untied)
-    else:
-        note = echoed_note(echoed)
-    run.text = f"{no_answer_text(title, run.upto_chapter)} {note}"
-
-
-class NameGate:
-    """How much of a draft a stream may send before the name check has read all of it.
-
-    The check runs on the finished draft and may withdraw it for a name no source holds, but an
-    HTTP stream cannot take back what it sent (the chat UI can replace its bubble). So a stream
-    sends text only up to its last whole word, and stops for good at the first capitalised word
-    that neither a source, the question nor the title holds: the check can flag no name before
-    that point (it flags a subset of such words), so a withdrawn draft never had its name sent.
-    """
-
-    def __init__(self, held: Iterable[str], question: str = "") -> None:
-        held = list(held)
-        self._held = {_fold(w) for t in held for w in _WORD.findall(t)}
-        # With the question: the sources' names not tied to it (``tied_names`` below) stop the
-        # stream too, since the check may withdraw a draft for them. The names are read by the
-        # sources' own usage, which finds every name the book's usage finds (and some more).
-        self._untied: set[str] = set()
-        if question and asks_for_a_name(question):
-            words = BookWords.of(held)
-            named = {_fold(n) for t in held for n in names_in(t, words)}
-            asked = {_fold(n) for n in names_in(question, words)}
-            self._untied = named - asked - tied_names(question, held, words)
-        self._scanned = 0  # text before this offset was read and passed
-        self.stopped_at: int | None = None
-
-    def safe_end(self, text: str) -> int:
-        """The length of ``text`` (the whole draft so far) that may be sent."""
-        if self.stopped_at is not None:
-            return self.stopped_at
-        whole = len(text)
-        words = list(_WORD.finditer(text, self._scanned))
-        if words and not text[words[-1].end() :].strip("'’-"):
-            whole = words.pop().start()  # the last word may still grow: "Thorn" + "ton", "Jean-"
-        stop = _stopwords()
-        for m in words:
-            word = m.group()
-            f = _fold(word)
-            if not word[0].isupper() or len(f) < 2 or f in stop or f in _NOT_NAMES:
-                continue
-            if not _known(word, self._held) or f in self._untied:
-                self.stopped_at = m.start()
-                return m.start()
-        self._scanned = whole
-        return whole
-
-
-# ------------------------------------------------ a name tied to what the question asks about
-# Is the name an answer gives tied, in the passages, to what the question asks about?
-#
-# The name check (``answering.name_check``) withdraws a name that no source holds. What it
-# cannot see is a name the sources do hold, given as the answer to a question they do not
-# answer: "What was the name of Judge Miller's wife?" -> "Mollie" (one of his daughters: the
-# book never names a wife), "What is the name of Watson's wife?" -> "Mrs. Hudson", "Who built
-# the Lost Cabin?" -> "John Thornton". A small model picks the nearest name on the page.
-#
-# The test here needs no model: a name that answers the question is written, somewhere in the
-# passages the model read, in the same sentence (or the one before or after, where a pronoun carries
-# it) as two of the words the question asks about (its content words and its names, stemmed as BM25
-# stems them: "wife", "sweater", "Judge", "Lost Cabin"; not "name", "happened" or the book's title).
-# "His father, Elmo, a huge St. Bernard, had been the Judge's inseparable companion, and Buck bid
-# fair to follow in the way of his father" ties Elmo to "Buck's father"; "the memorable night of
-# Manuel's treachery. No one saw him and Buck go off" (with "The Judge was at a meeting" in the same
-# sentence) ties Manuel to "Who stole Buck from Judge Miller's place?". Only names the answer adds
-# count (one the question already says is no answer to it); an answer with no such name is left
-# alone. A draft is withdrawn when none of its new names is tied: one tied name is enough, since a
-# right answer may add a second name in passing.
-
-# Words of the question a sentence span must hold to tie its names to it (all, for a shorter
-# question). One is too few: the question's own anchor ("Judge" of "Judge Miller's wife") is on
-# every page of its scenes, beside every name there ("Mollie and Alice, the Judge's daughters").
-TIE_WORDS = 2
-
-# Question words that say what kind of answer is wanted, not what it is about.
-_ASKING = frozenset(
-    """
-    name named names call called happen happened happens mean means meaning book story novel
-    chapter chapters first kind sort type
-    """.split()
-)
-
-
 def _stems(text: str) -> set[str]:
     from litrag.scoring.bm25 import tokenize
 
     return set(tokenize(text))
-
-
-def question_terms(question: str, title: str = "") -> list[frozenset[str]]:
-    """What ``question`` asks about, as groups of stems: each content word alone, and each run
-    of capitalised words as one ("Judge Miller's" is one person, not two words of the question);
-    less the words that only say what kind of answer is wanted and the words of the title."""
-    drop = _stems(" ".join(_ASKING)) | _stems(title)
-    stop = _stopwords()
-    groups: list[set[str]] = []
-    run: set[str] | None = None  # the capitalised run being read
-    for m in _WORD.finditer(question):
-        word = m.group()
-        stems = _stems(word) - drop
-        capital = word[0].isupper() and _fold(word) not in stop and _fold(word) not in _NOT_NAMES
-        if capital and run is not None:
-            run |= stems
-            continue
-        run = None
-        if not stems:
-            continue
-        if capital:
-            run = set(stems)
-            groups.append(run)
-        else:
-            groups.append(set(stems))
-    unique = list(dict.fromkeys(frozenset(g) for g in groups if g))
-    return unique
-
-
-def _sentence_spans(sources: Iterable[str]) -> list[str]:
-    """Each sentence of each source joined to the one before and the one after (a pronoun's
-    reach either way: "Buck would follow at his heels. His transient masters [...] no master
-    could be permanent. He was afraid that Thornton would pass out of his life")."""
-    from litrag.segment.sentences import split_sentences
-
-    spans: list[str] = []
-    for text in sources:
-        sentences = [s.text for s in split_sentences(text)]
-        spans += [" ".join(sentences[max(i - 1, 0) : i + 2]) for i in range(len(sentences))]
-    return spans
-
-
-def tied_names(question: str, sources: Sequence[str], book: BookWords, title: str = "") -> set[str]:
-    """The names (folded) of ``sources`` written next to a word the question asks about."""
-    terms = question_terms(question, title)
-    tied: set[str] = set()
-    if not terms:
-        return tied
-    need = min(TIE_WORDS, len(terms))
-    for span in _sentence_spans(sources):
-        stems = _stems(span)
-        if sum(1 for group in terms if group & stems) >= need:
-            tied.update(_fold(n) for n in names_in(span, book))
-    return tied
-
-
-# A question whose answer is a name: only there is a name in the answer the answer itself
-# ("Why did Manuel sell Buck?" -> "... he loved to play Chinese lottery" names in passing).
-_ASKS_A_NAME = re.compile(r"\b(?:who|whom|whose)\b|\bnamed?\b|\bcalled\b", re.I)
-
-
-def asks_for_a_name(question: str) -> bool:
-    """Whether ``question`` wants a name for its answer (who / whom / whose / what name)."""
-    return bool(_ASKS_A_NAME.search(question))
-
-
-def untied_names(
-    answer: str, question: str, sources: Sequence[str], book: BookWords, title: str = ""
-) -> list[str]:
-    """The names ``answer`` adds (not in the question or the title) when none of them is tied
-    to the question in ``sources``; [] when one is, or when it adds none.
-
-    Names no source holds are the name check's (``unsupported_names``), not counted here; a
-    question that does not ask for a name is left alone (``asks_for_a_name``)."""
-    if not asks_for_a_name(question):
-        return []
-    asked = {_fold(n) for n in names_in(f"{question} {title}", book)}
-    held = {_fold(w) for t in sources for w in names_in(t, book)}
-    new = [n for n in names_in(answer, book) if _fold(n) not in asked and _fold(n) in held]
-    if not new:
-        return []
-    tied = tied_names(question, sources, book, title)
-    return [] if any(_fold(n) in tied for n in new) else new
-
-
-def untied_note(names: Sequence[str]) -> str:
-    """What the revised reply says of a draft whose names are not tied to the question."""
-    who = ", ".join(f"“{n}”" for n in names)
-    return (
-        f"(A draft answer said {who}, but no passage ties that name to what the question asks "
-        "about, so it was withheld.)"
-    )
 
 
 # ------------------------------------------------ an answer that only says the question back

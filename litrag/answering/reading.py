@@ -12,13 +12,10 @@ from collections.abc import Sequence
 from llama_index.core.schema import NodeWithScore
 
 from litrag.answering.answer_types import passage
-from litrag.retrieval.evidence import evidence_text
 from litrag.segment.quoting import quoted
-from litrag.segment.sentences import split_sentences
 
 PASSAGE_TAG = "passage"
 CHARS_PER_TOKEN = 3.0  # conservative for English prose (Qwen / Llama tokenizers give ~4)
-TAIL_MIN_WORDS = 40  # fewer words left than this: no part of the next block is read
 
 
 def chunk_heading(nws: NodeWithScore) -> str:
@@ -87,71 +84,6 @@ def within_words(
         out.append((nws, chunk))
         used += cost
     return out
-
-
-def next_block_evidence(
-    fitted: Sequence[tuple[NodeWithScore, str]],
-    kept: Sequence[tuple[NodeWithScore, str]],
-    words: int,
-    min_words: int = TAIL_MIN_WORDS,
-) -> tuple[NodeWithScore, str, str] | None:
-    """The part of the first block ``within_words`` left out that ranked it (its winning child,
-    ``retrieval.evidence``), cut to whole sentences within the words ``kept`` left of ``words``:
-    the block, its chunk, the text read. None when nothing is left out, fewer than ``min_words``
-    are left, or the block has no evidence span.
-
-    Why: blocks run 100-450 words, so a long first block can leave the budget's rest unread and
-    the second-best block, which often holds the answer, is dropped whole. Reading the paragraph
-    that ranked it adds to what the model reads, never takes away (the blocks read whole stay).
-    """
-    if words <= 0 or len(kept) >= len(fitted):
-        return None
-    nws = fitted[len(kept)][0]
-    text = evidence_text(nws.node)
-    if text is None:
-        return None
-    return in_room(nws, text, words_left(kept, words), min_words)
-
-
-def words_left(kept: Sequence[tuple[NodeWithScore, str]], words: int) -> int:
-    """The words of a ``words`` budget that the chunks ``kept`` leave."""
-    return words - sum(len(chunk.split()) for _, chunk in kept)
-
-
-def in_room(
-    nws: NodeWithScore, text: str, left: int, min_words: int = TAIL_MIN_WORDS
-) -> tuple[NodeWithScore, str, str] | None:
-    """``text`` (a part of ``nws``'s block) as a chunk of at most ``left`` words, heading and
-    tag counted, cut to whole sentences: the block, the chunk, the text read; None when fewer
-    than ``min_words`` are left or nothing fits."""
-    if left < min_words:
-        return None
-    room = left - len(format_chunk(nws, "").split())  # the tag and heading cost words too
-    cut = _whole_sentences(text, room)
-    if not cut:
-        return None
-    return nws, format_chunk(nws, cut), cut
-
-
-def _whole_sentences(text: str, room: int) -> str:
-    """The opening of ``text`` within ``room`` words, whitespace folded: its whole sentences
-    (``split_sentences``) while they fit, or, when those fill less than half the room, the
-    first ``room`` words marked ``[...]``."""
-    words = text.split()
-    if len(words) <= room:
-        return " ".join(words)
-    if room <= 0:
-        return ""
-    end = count = 0
-    for sentence in split_sentences(text):
-        count += len(text[end : sentence.end].split())  # words up to this sentence's end
-        if count > room:
-            break
-        end = sentence.end
-    kept = text[:end].split()
-    if kept and len(kept) >= room // 2:
-        return " ".join(kept)
-    return " ".join(words[:room]) + " [...]"
 
 
 def in_story_order(fitted: list[tuple[NodeWithScore, str]]) -> list[tuple[NodeWithScore, str]]:

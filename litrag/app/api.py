@@ -11,7 +11,7 @@ locks and LLM), so an answer here is the chat's answer.
   ignored (the engine's own prompt is the one that cites), as are sampling fields.
 - **The spoiler limit** is ``"litrag": {"upto_chapter": 7}`` in the body, or the model
   ``litrag/pg215@7``; given both, the smaller holds. It is the store query's hard filter, and a
-  stream never sends a name the name check might withdraw (``NameGate``).
+  stream never sends what a check might withdraw (``litrag.answering.checks``).
 - **The reply** ends with numbered citations (chapter, block subtitle); the structured sources,
   withheld names, route and any LLM error are in ``"litrag"`` of the response (streamed: of the
   last chunk before ``[DONE]``). A failed LLM is reported as the chat reports it: the answer so
@@ -45,7 +45,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from litrag.answering.answer_types import Answer, AnswerStream, Source
 from litrag.answering.ask_request import AskRequest, AskRequestError
-from litrag.answering.name_check import UNNAMED_NOTE, NameGate, dropped_note
+from litrag.answering.name_check import UNNAMED_NOTE, dropped_note
 from litrag.app.service import ChatService, Turn
 
 PREFIX = "litrag/"
@@ -410,25 +410,20 @@ class Reply:
         return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
     def events(self, service: ChatService) -> Iterator[str]:
-        """SSE chunks: the text as it comes (an LLM's draft as far as the name gate lets it
+        """SSE chunks: the text as it comes (an LLM's draft as far as the engine's checks let it
         through), then what the finished answer adds (the rest of a checked draft, or the revised
         reply for a withdrawn one; the error note; the citations), then a last chunk with
         ``litrag``, then ``[DONE]``."""
         yield self._chunk({"role": "assistant", "content": ""})
-        held = [t for s in self.stream.sources for t in (s.text, s.book_title)]
-        gate = NameGate([*held, self.question, self.standalone], self.standalone or self.question)
-        draft, sent = "", 0
+        sent = ""  # the engine's stream holds back what a check may withdraw (answering.checks)
         for piece in self.stream:
-            draft += piece
-            end = gate.safe_end(draft) if self.stream.mode == "llm" else len(draft)
-            sent = max(sent, len(draft) - len(draft.lstrip()))  # no leading blanks
-            if end > sent:
-                yield self._chunk({"content": draft[sent:end]})
-                sent = end
+            piece = piece if sent else piece.lstrip()  # no leading blanks
+            if piece:
+                yield self._chunk({"content": piece})
+                sent += piece
         answer = service.finished(self.stream, self.question, self.standalone)
-        if answer.draft is None:  # the draft stands (answer.text is it, stripped)
-            rest = draft[sent:].rstrip()
-        else:  # withdrawn: what was sent names nobody unsupported; the revised reply follows
+        rest = ""  # the draft stands: the stream sent all of it
+        if answer.draft is not None:  # withdrawn: what was sent holds nothing a check found
             rest = ("…\n\n" if sent else "") + shown(answer, self.limit)[0]
         rest += error_note(answer) + citations(answer.sources)
         if rest:

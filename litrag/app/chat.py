@@ -35,8 +35,8 @@ from litrag.answering.ask_request import (
     AskRequestError,
     spoiler_value,
 )
-from litrag.answering.focus import GAP
 from litrag.app.service import CharacterProfile, ChatService, Turn
+from litrag.narrative.excerpts import GAP
 from litrag.retrieval.evidence import from_evidence
 from litrag.segment.sentences import split_sentences
 
@@ -78,7 +78,7 @@ def render_text(text: str) -> str:
 
 
 def read_parts(src: Source) -> list[str]:
-    """The sentences the LLM read of a focused source (none when it read it whole)."""
+    """The sentences the LLM read of a source it read cut (none when it read it whole)."""
     if not src.excerpt:
         return []
     return [s.flat for part in src.excerpt.split(GAP) for s in split_sentences(part)]
@@ -86,8 +86,9 @@ def read_parts(src: Source) -> list[str]:
 
 def render_passage(src: Source, evidence: Sequence[str] = ()) -> str:
     """The passage, cut to ``PASSAGE_CHARS``; ``evidence`` (the sentences an extractive answer
-    quotes, or those a focused LLM read) in bold. A block ranked through its paragraphs opens
-    at the paragraph that ranked it (``Source.evidence``), so the reader sees that part first."""
+    quotes, or those the LLM read of a cut source) in bold. A block ranked through its
+    paragraphs opens at the paragraph that ranked it (``Source.evidence``), so the reader sees
+    that part first."""
     text, moved = from_evidence(src.text, src.evidence, PASSAGE_CHARS)
     if moved:  # the paragraph would be cut off: open on it
         text = "… " + text

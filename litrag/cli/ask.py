@@ -124,7 +124,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
             print()
         answer = stream.answer()
         if llm_error:  # the answer above is extractive (labelled so); say why
-            answer.error = llm_error
+            answer = answer.model_copy(update={"error": llm_error})
     finally:
         if answer_llm is not None:
             answer_llm.close()
@@ -147,12 +147,6 @@ def _print_answer(args: argparse.Namespace, answer: Any) -> int:
             print(f"route: {_route_line(answer.route)}", file=sys.stderr)
         if answer.draft is not None:  # the streamed draft named someone no source names
             print(f"\nWithdrawn. {strip_controls(answer.text)}")
-        if answer.quotes:
-            print("\nEvidence (the sentences the answer was written from):")
-            for q in answer.quotes:
-                src = answer.sources[q.source - 1]
-                quoted = strip_controls(q.text)
-                print(f"  [{q.source}] ch. {src.chapter_index}: \u201c{quoted}\u201d")
         limit = f", up to chapter {args.upto_chapter}" if args.upto_chapter is not None else ""
         print(f"\nSources ({answer.retrieval}{limit}; answered by {answer.answered_by}):")
         for src in answer.sources:

@@ -154,7 +154,7 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
     from litrag.eval.questions import DATASETS, load_answer_questions, select_questions
     from litrag.models.llama_server import LocalModelError
     from litrag.retrieval.retriever import RetrievalSettings, UnknownBookError
-    from litrag.settings import focus_words, llm_backend, read_words
+    from litrag.settings import llm_backend, read_words
     from litrag.stores.edge_store import StoreLockedError
 
     check_at_least(args, top_k=1, limit=1, answer_tokens=1, judge_retries=0)
@@ -183,17 +183,14 @@ def _cmd_eval_answers(args: argparse.Namespace) -> int:
         if args.top_k:
             retrieval.top_k = args.top_k
         order = args.passage_order or s.passage_order
-        words = focus_words(s) if args.focus_words is None else max(args.focus_words, 0)
         read = read_words(s) if args.read_words is None else max(args.read_words, 0)
-        generator = Generator(
-            answer_tokens=args.answer_tokens, passage_order=order, focus_words=words
-        )
+        generator = Generator(answer_tokens=args.answer_tokens, passage_order=order)
         if not args.no_llm:
             if llm_backend(s) == "local":
                 say(f"starting the local LLM ({s.local_llm}) ...")
             answer_llm = build_answer_llm(s, max_tokens=args.answer_tokens)
             generator = Generator(
-                answer_llm.llm, answer_llm.description, args.answer_tokens, order, words, read
+                answer_llm.llm, answer_llm.description, args.answer_tokens, order, read
             )
         judge, judge_closer = build_judge(
             s,
@@ -381,7 +378,7 @@ def add_parsers(sub: Any) -> None:
     er.add_argument(
         "--fusion",
         default="rsf,rrf",
-        help="hybrid fusions: rsf (relative score), rrf, dbsf (distribution-based)",
+        help="hybrid fusions: rsf (relative score), rrf",
     )
     er.add_argument(
         "--alpha", default="0.3,0.5", help="dense weight(s) in hybrid (0.3: the embedded preset)"
@@ -484,7 +481,7 @@ def add_parsers(sub: Any) -> None:
         "paragraphs@WORDS; small-to-big: CHUNKER>paragraphs, CHUNKER>aligned)",
     )
     eh.add_argument("--modes", default="dense,bm25,hybrid", help="as `eval retrieval`")
-    eh.add_argument("--fusion", default="rsf", help="hybrid fusions: rsf, rrf, dbsf")
+    eh.add_argument("--fusion", default="rsf", help="hybrid fusions: rsf, rrf")
     eh.add_argument("--alpha", default="0.3", help="dense weight(s) in hybrid (0.3: the library's)")
     eh.add_argument("--top-k", type=int, default=DEFAULT_TOP_K)
     eh.add_argument("--view", choices=["embed", "text", "nosubtitle"], default="embed")
@@ -525,13 +522,6 @@ def add_parsers(sub: Any) -> None:
         default=None,
         help="passages in the prompt by retrieval score or in reading order (default: "
         "$LITRAG_PASSAGE_ORDER, else the engine's default)",
-    )
-    ea.add_argument(
-        "--focus-words",
-        type=int,
-        default=None,
-        help="words of each passage the LLM reads (0: whole passages; default as `litrag ask`: "
-        "$LITRAG_FOCUS_WORDS, else whole)",
     )
     ea.add_argument(
         "--read-words",

@@ -97,7 +97,7 @@ def markdown(run: AnswerRun, command: str | None = None) -> str:
         f"Passages: {cfg['source']}; retrieval {cfg['retrieval']}.",
         f"Answers: {cfg['llm']} (answer cap {cfg['answer_tokens']} tokens, passages in "
         f"{cfg.get('passage_order', 'score')} order, "
-        f"{_read(cfg.get('focus_words', 0), cfg.get('read_words', 0))}); "
+        f"{_read(cfg.get('read_words', 0))}); "
         f"judge: {cfg['judge'] or 'none'}.",
         "Means over questions (a metric's missing values are left out); 'evidence@k': share of "
         "questions whose gold span is inside the retrieved passages (GutenQA only).",
@@ -144,6 +144,5 @@ def write_reports(run: AnswerRun, out: Path, command: str | None = None) -> dict
     return paths
 
 
-def _read(words: int, read: int = 0) -> str:
-    each = f"the LLM reads <= {words} words of each" if words else "read whole"
-    return f"{each}, best first, <= {read} words in all" if read else each
+def _read(read: int = 0) -> str:
+    return f"read whole, best first, <= {read} words in all" if read else "read whole"

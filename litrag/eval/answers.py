@@ -152,7 +152,6 @@ class Generator:
     identity: str = "extractive (no LLM)"
     answer_tokens: int = 256
     passage_order: str = "score"
-    focus_words: int = 0  # words of each passage the LLM reads; 0: whole passages
     read_words: int = 0  # words of the best blocks read whole (within_words); 0: all given
 
 
@@ -167,9 +166,6 @@ def prompt_fingerprint(engine: Any) -> str:
     order = getattr(engine, "passage_order", "score")
     if order != "score":  # the passages go in another order: another prompt
         texts.append(f"passage order: {order}")
-    focus = getattr(engine, "focus", None)
-    if focus is not None:  # the LLM reads excerpts: another prompt
-        texts.append(focus.describe())
     if read := getattr(engine, "read_words", 0):  # fewer blocks read: another prompt
         texts.append(f"the best blocks whole, up to {read} words")
     return hashlib.sha256("\n\x00".join(texts).encode()).hexdigest()[:16]
@@ -266,7 +262,6 @@ def _engine(
             answer_tokens=gen.answer_tokens,
             answered_by=gen.identity,
             passage_order=gen.passage_order,  # type: ignore[arg-type]
-            focus=_focus(gen, index.embed_model),
             read_words=gen.read_words if gen.llm is not None else 0,
         )
     from litrag.builders import build_query_engine
@@ -283,18 +278,8 @@ def _engine(
     )
     engine.answer_tokens = gen.answer_tokens
     engine.passage_order = gen.passage_order
-    engine.focus = _focus(gen, engine.retriever.embed_model)
     engine.read_words = gen.read_words if gen.llm is not None else 0
     return engine
-
-
-def _focus(gen: Generator, embed: Any) -> Any:
-    """The excerpt step ``gen`` asks for: only an LLM reads excerpts, and they need embeddings."""
-    from litrag.answering.focus import PassageFocus
-
-    if not gen.focus_words or gen.llm is None or embed is None:
-        return None
-    return PassageFocus(embed, max_words=gen.focus_words)
 
 
 def _evaluate_one(
@@ -440,7 +425,6 @@ def evaluate_answers(
         "llm": gen.identity,
         "answer_tokens": gen.answer_tokens,
         "passage_order": gen.passage_order,
-        "focus_words": gen.focus_words,
         "read_words": gen.read_words,
         "judge": judge.identity if judge is not None else None,
         "judge_retries": judge.max_retries if judge is not None else None,

@@ -150,7 +150,7 @@ def span_in(texts: Iterable[str], span: str) -> bool:
 
 def gold_rank(nodes: Sequence[Any], span: str) -> int | None:
     """The 1-based rank of the first retrieved block holding ``span`` whole, else None."""
-    from litrag.query.answer_types import passage
+    from litrag.answering.answer_types import passage
 
     for i, n in enumerate(nodes, start=1):
         if span_in([passage(n), n.node.get_content()], span):
@@ -179,19 +179,12 @@ def read_texts(engine: Any, nodes: Sequence[Any], read_words: int, context: int)
     """The chunks the answering LLM reads of ``nodes`` for a ``read_words`` setting: the
     engine's own ``fit_to_context`` and ``within_words``, with the budget its ``_budget`` gives
     a model of ``context`` tokens (computed here: the pass runs without an LLM)."""
-    from litrag.query.reading import (
-        estimate_tokens,
-        fit_to_context,
-        next_block_evidence,
-        within_words,
-    )
+    from litrag.answering.reading import estimate_tokens, fit_to_context, within_words
 
     overhead = estimate_tokens(engine.messages("", [])[0].content or "") + 150
     budget = max(context - engine.answer_tokens - overhead, 256)
     fitted = fit_to_context(nodes, budget)
     kept = within_words(fitted, read_words)
-    if engine.read_next_evidence and (tail := next_block_evidence(fitted, kept, read_words)):
-        kept.append(tail[:2])
     return [chunk for _, chunk in kept]
 
 
@@ -329,7 +322,7 @@ def answer_rows(
     streamed), one LLM server for the whole run; score and time each answer. ``read_words``:
     None keeps the default (650 words for the local model), 0 reads the five blocks whole."""
     from litrag.builders import build_answer_llm, build_routed_engine
-    from litrag.query.retriever import RetrievalSettings
+    from litrag.retrieval.retriever import RetrievalSettings
     from litrag.settings import Settings
 
     todo = [q for q in questions if not log.done("answer", variant, q.id)]

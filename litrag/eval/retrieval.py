@@ -10,8 +10,6 @@ over that book's chunks) in each mode:
 - ``bm25``: sparse BM25 (Snowball stems), ``avg_len`` fitted to the book's chunks by default;
 - ``hybrid-rsf a=A``: LlamaIndex's relative-score fusion, ``A`` weighting dense;
 - ``hybrid-rrf a=A``: reciprocal-rank fusion (k=60), ``A`` weighting dense;
-- ``hybrid-dbsf a=A``: as rsf, each list normalised by mean +/- 3 standard deviations (Qdrant's
-  distribution-based score fusion);
 - ``hybrid-… +rerank``: that hybrid list reordered by a reranker (``Qwen3Reranker``), only when
   one is given.
 
@@ -87,7 +85,7 @@ class Mode:
     ``rerank`` is that hybrid list reordered by a reranker."""
 
     kind: Literal["dense", "bm25", "hybrid", "rerank"]
-    fusion: Literal["rsf", "rrf", "dbsf"] | None = None
+    fusion: Literal["rsf", "rrf"] | None = None
     alpha: float | None = None
 
     @property
@@ -99,7 +97,7 @@ class Mode:
 
 
 # The store's name of each harness fusion (rsf is LlamaIndex's "relative_score").
-_STORE_FUSION: dict[str, Fusion] = {"rsf": "relative_score", "rrf": "rrf", "dbsf": "dbsf"}
+_STORE_FUSION: dict[str, Fusion] = {"rsf": "relative_score", "rrf": "rrf"}
 
 
 def parse_modes(

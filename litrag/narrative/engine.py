@@ -486,4 +486,5 @@ class NarrativeQueryEngine(BaseQueryEngine):
                 used.setdefault(n.node.node_id, n)
         ordered = sorted(used.values(), key=story_key)
         run.sources = [Source.from_node(i, n) for i, n in enumerate(ordered, start=1)]
+        self.book.check_draft(run, ordered)  # the same checks as every other draft
         return self._respond(run, ordered, {RUN_KEY: run})

@@ -7,7 +7,6 @@ before it decodes a node, so both give the same order and scores.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Hashable, Sequence
 from typing import Literal, TypeVar
 
@@ -15,7 +14,7 @@ from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import VectorStoreQueryResult
 
 K = TypeVar("K", bound=Hashable)
-Fusion = Literal["relative_score", "rrf", "dbsf"]
+Fusion = Literal["relative_score", "rrf"]
 
 
 def fuse_ranked(
@@ -39,8 +38,7 @@ def fuse_ranked(
     if not d or not s:
         return list(d or s)[:top_k]
     keys = dict.fromkeys([key for key, _ in d] + [key for key, _ in s])
-    norm = _three_sigma if fusion == "dbsf" else _minmax
-    dn, sn = norm(d), norm(s)
+    dn, sn = _minmax(d), _minmax(s)
     fused = [(key, (1 - alpha) * sn.get(key, 0.0) + alpha * dn.get(key, 0.0)) for key in keys]
     fused.sort(key=lambda x: x[1], reverse=True)
     return fused[:top_k]
@@ -55,16 +53,6 @@ def relative_score_fusion(
     """LlamaIndex's QdrantVectorStore default: min-max normalise each list, then
     ``alpha * dense + (1 - alpha) * sparse`` (a node missing from a list scores 0 there)."""
     return _fused(dense_result, sparse_result, "relative_score", alpha, top_k, 60)
-
-
-def distribution_score_fusion(
-    dense_result: VectorStoreQueryResult,
-    sparse_result: VectorStoreQueryResult,
-    alpha: float = 0.5,
-    top_k: int = 2,
-) -> VectorStoreQueryResult:
-    """As ``relative_score_fusion``, each list normalised by its mean and standard deviation."""
-    return _fused(dense_result, sparse_result, "dbsf", alpha, top_k, 60)
 
 
 def reciprocal_rank_fusion(
@@ -99,17 +87,6 @@ def _fused(
         similarities=[score for _, score in fused],
         ids=[key for key, _ in fused],
     )
-
-
-def _three_sigma(pairs: list[tuple[K, float]]) -> dict[K, float]:
-    """Distribution-based normalisation (Qdrant's DBSF): mean -/+ 3 standard deviations of the
-    list map to 0 and 1, clipped."""
-    vals = [s for _, s in pairs]
-    mu, sd = statistics.fmean(vals), statistics.pstdev(vals)
-    if sd == 0:
-        return {key: 0.5 for key, _ in pairs}
-    lo, span = mu - 3 * sd, 6 * sd
-    return {key: min(max((s - lo) / span, 0.0), 1.0) for key, s in pairs}
 
 
 def _minmax(pairs: list[tuple[K, float]]) -> dict[K, float]:

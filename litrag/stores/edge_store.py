@@ -45,7 +45,6 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from litrag.scoring.fusion import (
     Fusion,
-    distribution_score_fusion,
     reciprocal_rank_fusion,
     relative_score_fusion,
 )
@@ -128,8 +127,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
     hybrid_fusion: Fusion = Field(
         default="relative_score",
         description=(
-            "Hybrid fusion: LlamaIndex's relative-score fusion (default), reciprocal-rank "
-            "fusion, or distribution-based score fusion (dbsf: mean +/- 3 sd, as Qdrant's)."
+            "Hybrid fusion: LlamaIndex's relative-score fusion (default) or reciprocal-rank fusion."
         ),
     )
     rrf_k: int = Field(default=60, description="k of reciprocal-rank fusion.")
@@ -535,8 +533,6 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             fuse, fusion = self._fusion_fn, None
         elif self.hybrid_fusion == "rrf":
             fuse, fusion = partial(reciprocal_rank_fusion, k=self.rrf_k), "rrf"
-        elif self.hybrid_fusion == "dbsf":
-            fuse, fusion = distribution_score_fusion, "dbsf"
         return EdgeSearch(
             shard=self._shard,
             config=self.config,

@@ -46,7 +46,6 @@ from qdrant_client import models
 
 from litrag.scoring.fusion import (
     Fusion,
-    distribution_score_fusion,
     reciprocal_rank_fusion,
     relative_score_fusion,
 )
@@ -405,8 +404,6 @@ class QdrantServerStore(QdrantVectorStore):
         fuse = relative_score_fusion
         if self.hybrid_fusion == "rrf":
             fuse = partial(reciprocal_rank_fusion, k=60)
-        elif self.hybrid_fusion == "dbsf":
-            fuse = distribution_score_fusion
         return ServerSearch(self, fuse).run(query, kwargs)
 
     def query_filter(self, query: VectorStoreQuery) -> models.Filter | None:
