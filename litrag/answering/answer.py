@@ -266,7 +266,6 @@ class BookQueryEngine(BaseQueryEngine):
         self.passage_order = passage_order
         self.answered_by = answered_by or llm_name(llm)
         self.llm_health = llm_health
-        self.check_names = check_names
         self.checks = tuple(checks if checks is not None else DRAFT_CHECKS if check_names else ())
         default_q = QUESTION_CHECKS if check_names else (EndingAhead(),)
         self.question_checks = tuple(question_checks if question_checks is not None else default_q)
