@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from litrag.settings import Settings, SettingsError, llm_backend, read_words
 
@@ -18,9 +18,18 @@ if TYPE_CHECKING:
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
     from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-    from litrag.ingestion.library import BookRecord
+    from litrag.answering.answer import BookQueryEngine
+    from litrag.ingestion.library import BookRecord, Library
+    from litrag.ingestion.stages import BookParts
     from litrag.models.llama_server import LlamaServer
+    from litrag.narrative.asset_store import AssetRemover, AssetStore
+    from litrag.narrative.engine import NarrativeQueryEngine
+    from litrag.narrative.index import CharacterIndexer
+    from litrag.retrieval.retriever import RetrievalSettings
     from litrag.scoring.windows import SentenceWindowEncoder
+    from litrag.segment import LitSegNodeParser
+
+T = TypeVar("T")
 
 
 def build_embed_model(s: Settings, model_path: str | Path | None = None) -> BaseEmbedding:
@@ -76,7 +85,7 @@ def _nomic_path(s: Settings) -> Path:
     return quantized_path(DEFAULT_QUANT, s.models_dir or s.home / "models")
 
 
-def _from_embed_model(s: Settings, load: Callable[[Path], Any]) -> Any:
+def _from_embed_model(s: Settings, load: Callable[[Path], T]) -> T:
     """``load(path)`` of the configured embedding model's folder; a folder that does not load
     (no sentence-transformers model) is one ``SettingsError`` naming it, whichever of the parser
     (its tokenizer, built first) or the embedder meets it."""
@@ -96,7 +105,7 @@ def _from_embed_model(s: Settings, load: Callable[[Path], Any]) -> Any:
         ) from None
 
 
-def build_llm(s: Settings) -> Any:
+def build_llm(s: Settings) -> LLM | None:
     """The segmenting LLM: the server at ``LITRAG_SEGMENT_URL`` (else ``LITRAG_LLM_URL``) through
     the configured backend (in-process vLLM for backend ``vllm`` without a URL), or None for the
     offline segmenter."""
@@ -114,7 +123,7 @@ def build_llm(s: Settings) -> Any:
     )
 
 
-def build_parser(s: Settings, llm: Any = None) -> Any:
+def build_parser(s: Settings, llm: LLM | None = None) -> LitSegNodeParser:
     from litrag.models.embedders import embedding_tokenizer
     from litrag.segment import LitSegNodeParser
 
@@ -219,7 +228,7 @@ def has_children(s: Settings, records: Sequence[BookRecord], book_ids: Sequence[
     return bool(s.qdrant_url) or (s.home / "index" / children_collection(s.collection)).exists()
 
 
-def build_book_parts(s: Settings, embed: bool = True) -> Any:
+def build_book_parts(s: Settings, embed: bool = True) -> BookParts:
     """What cuts and embeds a book (``litrag.ingestion.stages.BookParts``): the parser, the
     embedder (``embed``; a worker that only segments goes without) and its window encoder, the
     character indexer, the paragraph aligner. The library and each Ray worker build theirs here,
@@ -238,7 +247,7 @@ def build_book_parts(s: Settings, embed: bool = True) -> Any:
     )
 
 
-def build_library(s: Settings) -> Any:
+def build_library(s: Settings) -> Library:
     from litrag.ingestion.embedder_record import check_embedder, embedder_key
     from litrag.ingestion.library import Library
 
@@ -262,14 +271,14 @@ def build_library(s: Settings) -> Any:
     )
 
 
-def build_asset_remover(s: Settings) -> Any:
+def build_asset_remover(s: Settings) -> AssetRemover:
     """What removes a book's narrative assets with the book (its own collection and graph)."""
     from litrag.narrative.asset_store import AssetRemover
 
     return AssetRemover(s.home, s.collection, s.qdrant_url, s.qdrant_api_key)
 
 
-def build_character_indexer(s: Settings) -> Any:
+def build_character_indexer(s: Settings) -> CharacterIndexer | None:
     """The ingest's character index (``litrag[narrative]``), or None where it is off or absent."""
     from litrag.narrative import character_index_available
 
@@ -389,7 +398,9 @@ def thinking_off(model: str) -> dict[str, Any]:
 class AnswerLLM:
     """The answering LLM and whatever runs it (the local llama.cpp server, started on demand)."""
 
-    def __init__(self, llm: Any, description: str, server: Any = None) -> None:
+    def __init__(
+        self, llm: LLM | None, description: str, server: LlamaServer | None = None
+    ) -> None:
         self.llm = llm
         self.description = description
         self.server = server
@@ -466,18 +477,18 @@ def build_query_engine(
     s: Settings,
     book_ids: str | list[str],
     *,
-    upto_chapter: Any = None,
-    llm: Any = None,
+    upto_chapter: int | dict[str, int] | None = None,
+    llm: LLM | None = None,
     llm_description: str | None = None,
-    reranker: Any = None,
-    retrieval: Any = None,
-    store: Any = None,
-    embed_model: Any = None,
+    reranker: BaseNodePostprocessor | None = None,
+    retrieval: RetrievalSettings | None = None,
+    store: BasePydanticVectorStore | None = None,
+    embed_model: BaseEmbedding | None = None,
     streaming: bool = True,
-    llm_health: Any = None,
+    llm_health: Callable[[], str | None] | None = None,
     records: list[BookRecord] | None = None,
-    children_store: Any = None,
-) -> Any:
+    children_store: BasePydanticVectorStore | None = None,
+) -> BookQueryEngine:
     """A ``BookQueryEngine`` over the library at ``s.home`` (``llm=None``: extractive answers).
 
     Raises ``UnknownBookError`` for books not (completely) ingested, ``StoreLockedError`` when
@@ -552,7 +563,7 @@ def build_query_engine(
     )
 
 
-def open_asset_store(s: Settings) -> Any:
+def open_asset_store(s: Settings) -> AssetStore | None:
     """The library's asset collection, or None where it was never made (no ``litrag assets``
     run on the embedded store: nothing is created to be found empty)."""
     from litrag.narrative.asset_store import AssetStore, assets_collection
@@ -567,9 +578,9 @@ def build_routed_engine(
     book_ids: str | list[str],
     *,
     use_agent: bool = True,
-    assets: Any = None,
+    assets: AssetStore | None = None,
     **kwargs: Any,
-) -> Any:
+) -> BookQueryEngine | NarrativeQueryEngine:
     """A ``NarrativeQueryEngine`` for one book with a character index or assets, routing each
     question to a narrative tool; else (several books, neither index nor assets) the plain
     ``BookQueryEngine`` of ``build_query_engine(s, book_ids, **kwargs)``.

@@ -66,50 +66,6 @@ _RETRIEVAL_CHOICES = {
     "rank_through": ("children", "blocks"),
 }
 
-# field -> environment variable
-ENV_VARS = {
-    "home": "LITRAG_HOME",
-    "qdrant_url": "QDRANT_URL",
-    "qdrant_api_key": "QDRANT_API_KEY",
-    "qdrant_shard_by_book": "LITRAG_QDRANT_SHARD_BY_BOOK",
-    "qdrant_shard_groups": "LITRAG_QDRANT_SHARD_GROUPS",
-    "llm_url": "LITRAG_LLM_URL",
-    "llm_model": "LITRAG_LLM_MODEL",
-    "segment_url": "LITRAG_SEGMENT_URL",
-    "segment_model": "LITRAG_SEGMENT_MODEL",
-    "llm_backend": "LITRAG_LLM_BACKEND",
-    "llm_api_key": "LITRAG_LLM_API_KEY",
-    "llm_temperature": "LITRAG_LLM_TEMPERATURE",
-    "embed_model": "LITRAG_EMBED_MODEL",
-    "embed_backend": "LITRAG_EMBED_BACKEND",
-    "embed_precision": "LITRAG_EMBED_PRECISION",
-    "embed_threads": "LITRAG_EMBED_THREADS",
-    "embed_url": "LITRAG_EMBED_URL",
-    "embed_api_key": "LITRAG_EMBED_API_KEY",
-    "embed_served_model": "LITRAG_EMBED_SERVED_MODEL",
-    "embed_query_prefix": "LITRAG_EMBED_QUERY_PREFIX",
-    "embed_doc_prefix": "LITRAG_EMBED_DOC_PREFIX",
-    "embed_batch": "LITRAG_EMBED_BATCH",
-    "embed_timeout": "LITRAG_EMBED_TIMEOUT",
-    "rerank_url": "LITRAG_RERANK_URL",
-    "rerank_api_key": "LITRAG_RERANK_API_KEY",
-    "rerank_model": "LITRAG_RERANK_MODEL",
-    "rerank_candidates": "LITRAG_RERANK_CANDIDATES",
-    "rerank_timeout": "LITRAG_RERANK_TIMEOUT",
-    "retrieval": "LITRAG_RETRIEVAL",
-    "passage_order": "LITRAG_PASSAGE_ORDER",
-    "read_words": "LITRAG_READ_WORDS",
-    "local_llm": "LITRAG_LOCAL_LLM",
-    "llm_timeout": "LITRAG_LLM_TIMEOUT",
-    "llm_context": "LITRAG_LLM_CONTEXT",
-    "models_dir": "LITRAG_MODELS",
-    "characters": "LITRAG_CHARACTERS",
-    "children": "LITRAG_CHILDREN",
-    "ray_address": "LITRAG_RAY_ADDRESS",
-    "llm_tools": "LITRAG_LLM_TOOLS",
-    "api_key": "LITRAG_API_KEY",
-}
-
 
 # Values read as given: a key, and prefixes whose trailing space is part of them ("query: ").
 _KEEP_SPACES = ("qdrant_api_key", "embed_query_prefix", "embed_doc_prefix")
@@ -269,9 +225,15 @@ class Settings(BaseModel):
 
     home: Path = Field(default_factory=home, description="Data directory (LITRAG_HOME).")
     qdrant_url: str | None = Field(
-        default=None, description="A Qdrant server instead of the embedded store (QDRANT_URL)."
+        default=None,
+        description="A Qdrant server instead of the embedded store (QDRANT_URL).",
+        json_schema_extra={"env": "QDRANT_URL"},
     )
-    qdrant_api_key: str | None = Field(default=None, description="Its API key (QDRANT_API_KEY).")
+    qdrant_api_key: str | None = Field(
+        default=None,
+        description="Its API key (QDRANT_API_KEY).",
+        json_schema_extra={"env": "QDRANT_API_KEY"},
+    )
     qdrant_shard_by_book: bool = Field(
         default=False,
         description="A new server collection is sharded by book: a custom shard key per book "
@@ -395,12 +357,28 @@ class Settings(BaseModel):
         "warning (LITRAG_RERANK_TIMEOUT).",
     )
     segmenter: Literal["offline", "litseg-lite", "litseg"] | None = Field(
-        default=None, description="None: litseg-lite when an LLM is configured, else offline."
+        default=None,
+        description="None: litseg-lite when an LLM is configured, else offline.",
+        json_schema_extra={"env": None},
     )
-    workers: int = Field(default=4, ge=1, description="LLM calls in flight while segmenting.")
-    collection: str = Field(default=DEFAULT_COLLECTION, min_length=1, description="Collection.")
+    workers: int = Field(
+        default=4,
+        ge=1,
+        description="LLM calls in flight while segmenting.",
+        json_schema_extra={"env": None},
+    )
+    collection: str = Field(
+        default=DEFAULT_COLLECTION,
+        min_length=1,
+        description="Collection.",
+        json_schema_extra={"env": None},
+    )
     max_mb: float = Field(
-        default=16.0, gt=0, allow_inf_nan=False, description="Books larger than this are refused."
+        default=16.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Books larger than this are refused.",
+        json_schema_extra={"env": None},
     )
     retrieval: Literal["embedded", "paper"] = Field(
         default="embedded", description="Retrieval preset (LITRAG_RETRIEVAL)."
@@ -408,9 +386,13 @@ class Settings(BaseModel):
     retrieval_overrides: dict[str, Any] = Field(
         default_factory=dict,
         description="LITRAG_RETRIEVAL_<FIELD> values, checked by retrieval_overrides().",
+        json_schema_extra={"env": None},
     )
     top_k: int | None = Field(
-        default=None, ge=1, description="Blocks given to the LLM (--top-k); None: the preset's."
+        default=None,
+        ge=1,
+        description="Blocks given to the LLM (--top-k); None: the preset's.",
+        json_schema_extra={"env": None},
     )
     passage_order: Literal["score", "story"] = Field(
         default=DEFAULT_PASSAGE_ORDER,
@@ -432,7 +414,9 @@ class Settings(BaseModel):
     )
     llm_context: int = Field(default=4096, ge=256, description="Context window, tokens.")
     models_dir: Path | None = Field(
-        default=None, description="Where packaged models are assembled; None: <home>/models."
+        default=None,
+        description="Where packaged models are assembled; None: <home>/models (LITRAG_MODELS).",
+        json_schema_extra={"env": "LITRAG_MODELS"},
     )
     characters: bool = Field(
         default=True,
@@ -516,6 +500,19 @@ class Settings(BaseModel):
     def _local_alias(cls, v: Any) -> Any:
         """The model by its real name: the older 'qwen2.5-1.5b' still works."""
         return LOCAL_MODEL_ALIASES.get(v, v) if isinstance(v, str) else v
+
+
+def _env_var(name: str) -> str | None:
+    """The environment variable of a settings field: ``LITRAG_<FIELD>``, unless the field names
+    another (``json_schema_extra={"env": ...}``; None: the field is not read from it)."""
+    extra = Settings.model_fields[name].json_schema_extra
+    if isinstance(extra, dict) and "env" in extra:
+        return extra["env"]  # type: ignore[return-value]
+    return f"LITRAG_{name.upper()}"
+
+
+# field -> environment variable, derived from the model: one place says both
+ENV_VARS: dict[str, str] = {n: v for n in Settings.model_fields if (v := _env_var(n)) is not None}
 
 
 def llm_backend(s: Settings) -> str:

@@ -143,6 +143,20 @@ def _opening(nws: NodeWithScore) -> str:
     return sentences[0].flat if sentences else ""
 
 
+class OfBook:
+    """An attribute of the routed engine that is its ``BookQueryEngine``'s: read from it, and
+    set on it (one LLM, one streaming switch, one retriever for both engines)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, engine: Any, owner: type | None = None) -> Any:
+        return self if engine is None else getattr(engine.book, self.name)
+
+    def __set__(self, engine: Any, value: Any) -> None:
+        setattr(engine.book, self.name, value)
+
+
 class NarrativeQueryEngine(BaseQueryEngine):
     """Route a question to a narrative tool, answer from its notes and their passages.
 
@@ -180,46 +194,13 @@ class NarrativeQueryEngine(BaseQueryEngine):
             ]
         )
 
-    # -- the wrapped engine's settings --------------------------------------------------------
-    @property
-    def llm(self) -> Any:
-        return self.book.llm
-
-    @llm.setter
-    def llm(self, value: Any) -> None:
-        self.book.llm = value
-
-    @property
-    def answered_by(self) -> str:
-        return self.book.answered_by
-
-    @answered_by.setter
-    def answered_by(self, value: str) -> None:
-        self.book.answered_by = value
-
-    @property
-    def llm_health(self) -> Any:
-        return self.book.llm_health
-
-    @llm_health.setter
-    def llm_health(self, value: Any) -> None:
-        self.book.llm_health = value
-
-    @property
-    def retriever(self) -> Any:
-        return self.book.retriever
-
-    @property
-    def streaming(self) -> bool:
-        return self.book.streaming
-
-    @streaming.setter
-    def streaming(self, value: bool) -> None:
-        self.book.streaming = value
-
-    @property
-    def title(self) -> str:
-        return self.book.title
+    # -- the wrapped engine's settings: read and set there (``OfBook``) -------------------------
+    llm = OfBook()
+    answered_by = OfBook()
+    llm_health = OfBook()
+    retriever = OfBook()
+    streaming = OfBook()
+    title = OfBook()
 
     def close(self) -> None:
         """Close the asset store (the block store is the caller's, as for BookQueryEngine)."""
