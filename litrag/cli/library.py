@@ -27,6 +27,10 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         raise SettingsError(f"{missing[0]}: no such file or folder{more}")
     _check_segmenter_llm(s)
     records = Library.read_registry(s.home)  # a damaged registry stops here, in one line
+    from litrag.ingestion.integrity import LibraryDamagedError, unfinished_reembed
+
+    if (reembed := unfinished_reembed(s.home)) is not None:  # its books would mix two models
+        raise LibraryDamagedError([reembed])
     bad = _unreadable_zip(args.paths, int(s.max_mb * 1024 * 1024))
     if bad is not None:  # before the library is opened: nothing there changes
         print(f"error: {printable(bad)}", file=sys.stderr)
