@@ -499,7 +499,7 @@ def build_query_engine(
     rank through them.
     """
     from litrag.answering.answer import BookQueryEngine
-    from litrag.ingestion.integrity import LibraryDamagedError, check_store
+    from litrag.ingestion.integrity import LibraryDamagedError, check_store, unfinished_reembed
     from litrag.ingestion.library import Library
     from litrag.retrieval.retriever import (
         BookRetriever,
@@ -508,6 +508,8 @@ def build_query_engine(
         loaded_books,
     )
 
+    if (reembed := unfinished_reembed(s.home)) is not None:  # the UI and the API too
+        raise LibraryDamagedError([reembed])
     if records is None:
         records = Library.read_registry(s.home)
     done, partial = loaded_books(records)
@@ -537,10 +539,20 @@ def build_query_engine(
             if not shared and hasattr(store, "close"):
                 store.close()
             raise
+    own_kids = None  # the children's store opened here (closed here on a refusal)
     if settings.rank_through != "children" or not has_children(s, records, chosen):
         children_store = None  # ranked as blocks: what these books were ingested with
     elif children_store is None:
-        children_store = build_children_store(s)
+        children_store = own_kids = build_children_store(s)
+    if children_store is not None:  # ranked through them: missing children answer "Nothing"
+        from litrag.ingestion.integrity import check_children
+
+        problems = check_children(children_store, records, chosen)
+        if problems:
+            for st in (None if shared else store, own_kids):
+                if st is not None and hasattr(st, "close"):
+                    st.close()
+            raise LibraryDamagedError(problems)
     retriever = BookRetriever(
         store,
         embed_model,

@@ -682,3 +682,105 @@ def test_an_ingest_after_a_killed_removal_finishes_it_first(damaged, book, capsy
     code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
     assert code == 0 and "repaired" not in out, out + err
     assert '"pg215"' in (damaged / "books.json").read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------------ issue 50
+@pytest.mark.parametrize("content", ["null", "[]"])
+def test_a_registry_of_null_or_a_list_is_repaired_not_a_loop(
+    damaged, clean_citations, capsys, content
+):
+    """Issue 50, bug 7: ``books.json`` holding ``null`` or ``[]`` parsed as JSON, so the repair
+    left it, and every command, ``verify --repair`` included, said to run the repair."""
+    (damaged / "books.json").write_text(content)
+    code, _, err = run(damaged, "books", capsys=capsys)
+    assert code == 2 and "books.json is damaged: not a registry" in error_line(err)
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert "repaired: set the damaged books.json aside" in out
+    assert "repaired: pg215: restored to the registry" in out
+    assert citations(damaged, capsys) == clean_citations
+
+
+def test_a_registry_count_that_is_not_a_number_is_named(damaged, capsys):
+    """Issue 50: a row with ``"chapters": "seven"`` passed ``verify``, and ``ask
+    --upto-chapter 1`` then failed with a TypeError."""
+    registry = damaged / "books.json"
+    rows = json.loads(registry.read_text())
+    rows["pg215"]["chapters"] = "seven"
+    registry.write_text(json.dumps(rows))
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1
+    assert "problem: " in out and 'books.json is damaged: pg215\'s chapters is "seven"' in out
+    code, _, err = run(damaged, "ask", QUESTION, "--no-llm", "--upto-chapter", "1", capsys=capsys)
+    assert code == 2 and 'pg215\'s chapters is "seven", not a count' in error_line(err)
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0 and "restored to the registry" in out, out + err
+    assert isinstance(json.loads(registry.read_text())["pg215"]["chapters"], int)
+
+
+def test_a_deleted_docstore_is_named_and_rebuilt(damaged, book, clean_citations, capsys):
+    """Issue 50: ``verify`` said ok with ``docstore.json`` deleted (then the chat's chapter
+    list was empty and an ingest could not tell what it held)."""
+    (damaged / "docstore.json").unlink()
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 1
+    assert "docstore.json holds none of its" in out and "litrag verify --repair" in out
+    code, out, err = run(damaged, "verify", "--repair", capsys=capsys)
+    assert code == 0, out + err
+    assert f"repaired: pg215: ingested again from {book}" in out
+    assert "pg215:ch0001" in (damaged / "docstore.json").read_text(encoding="utf-8")
+    assert citations(damaged, capsys) == clean_citations
+
+
+def test_a_reembed_killed_among_the_children_is_refused_until_it_is_finished(
+    damaged, book, clean_citations, capsys, monkeypatch
+):
+    """Issue 50, bug 1: ``litrag reembed`` killed while it stored the children (the blocks all
+    back, the children partly) answered "Nothing in the book matches" with exit 0. Until the
+    reembed is finished from its journal, every command names it and the command to rerun."""
+    from litrag.ingestion import reembed as rb
+
+    real = rb.add_points
+
+    def add_points(store, embed, nodes, say=lambda _m: None, what="points"):
+        if what != "children":
+            return real(store, embed, nodes, say, what)
+        real(store, embed, nodes[: len(nodes) // 3], say, what)
+        raise KeyboardInterrupt  # like a kill: a third of the children stored
+
+    monkeypatch.setattr(rb, "add_points", add_points)
+    code, _, _ = run(damaged, "reembed", "--preset", "fast", "-q", capsys=capsys)
+    monkeypatch.setattr(rb, "add_points", real)
+    assert code == 130
+    assert stored(damaged, "litrag-children", "pg215") > 0
+    fix = "run `litrag reembed --preset fast` again (it resumes from the journal)"
+    for command in (["ask", QUESTION, "--no-llm"], ["books"], ["ingest", "-q", str(book)]):
+        code, _, err = run(damaged, *command, capsys=capsys)
+        line = error_line(err)
+        assert code == 2, command
+        assert "a reembed of this library was interrupted" in line and fix in line, command
+    for command in (["verify"], ["verify", "--repair"]):  # a repair would mix two embedders
+        code, out, _ = run(damaged, *command, capsys=capsys)
+        assert code == 1 and fix in out and "repaired" not in out, out
+    code, out, err = run(damaged, "reembed", "--preset", "fast", "-q", capsys=capsys)
+    assert code == 0, out + err
+    assert citations(damaged, capsys) == clean_citations
+    code, out, _ = run(damaged, "verify", capsys=capsys)
+    assert code == 0, out
+
+
+def test_missing_children_are_refused_not_answered_from(damaged, capsys):
+    """Issue 50, bug 1: a book whose paragraph children are partly gone (the blocks all
+    there) is ranked through what is left; asking is refused with the repair instead."""
+    from litrag.stores.edge_store import QdrantEdgeVectorStore
+
+    kids = QdrantEdgeVectorStore(path=damaged / "index", collection_name="litrag-children")
+    try:
+        ids = [n.node_id for n in kids.get_nodes()]
+        kids.delete_nodes(node_ids=ids[: len(ids) // 2])
+    finally:
+        kids.close()
+    code, _, err = run(damaged, "ask", QUESTION, "--no-llm", capsys=capsys)
+    line = error_line(err)
+    assert code == 2 and "paragraph children but the store holds" in line
+    assert "litrag verify --repair" in line

@@ -93,14 +93,19 @@ def _known_error(exc: BaseException) -> str | None:
 
     if isinstance(exc, LibraryDamagedError):
         return str(exc)
+    from litrag.disk_space import DiskSpaceError
+
+    if isinstance(exc, DiskSpaceError):
+        return str(exc)
     nomic = sys.modules.get("litrag.models.nomic_files")
     if nomic is not None and isinstance(exc, nomic.NomicModelError):
         return str(exc)
     narrative = sys.modules.get("litrag.narrative.jsonfile")
     if narrative is not None and isinstance(exc, narrative.DamagedFileError):
         return str(exc)
-    edge = sys.modules.get("litrag.stores.edge_store")
-    known = (edge.StoreConfigError, edge.StoreLockedError, edge.StoreDamagedError) if edge else ()
+    edge = sys.modules.get("litrag.stores.edge_open")  # where the store's errors are defined
+    names = ("StoreConfigError", "StoreLockedError", "StoreDamagedError", "StoreReadOnlyError")
+    known = tuple(getattr(edge, name) for name in names) if edge else ()
     if edge is not None and isinstance(exc, known):
         return str(exc)
     return None

@@ -73,7 +73,7 @@ def _cmd_reembed(args: argparse.Namespace) -> int:
             )
             return 2
         points = _read_points(s, ids, records)
-        rb.write_journal(s.home, points)
+        rb.write_journal(s.home, points, _command(args))
         say(f"saved {sum(map(len, points.values()))} points to {rb.journal_path(s.home)}")
     else:
         say(f"resuming the reembed saved in {rb.journal_path(s.home)}")
@@ -116,6 +116,15 @@ def _cmd_reembed(args: argparse.Namespace) -> int:
         f"{len(ids)} books again with {embedder_key(embed)}"
     )
     return 0
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The ``litrag reembed`` command line that resumes this run, as its journal records it."""
+    if args.served:
+        return "litrag reembed --served"
+    if args.preset:
+        return f"litrag reembed --preset {args.preset}"
+    return f"litrag reembed --embed-model {args.embed_model}"
 
 
 def _read_points(s: Settings, ids: list[str], records: list[Any]) -> dict[str, list[Any]]:

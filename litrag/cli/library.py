@@ -27,6 +27,10 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         raise SettingsError(f"{missing[0]}: no such file or folder{more}")
     _check_segmenter_llm(s)
     records = Library.read_registry(s.home)  # a damaged registry stops here, in one line
+    from litrag.ingestion.integrity import LibraryDamagedError, unfinished_reembed
+
+    if (reembed := unfinished_reembed(s.home)) is not None:  # its books would mix two models
+        raise LibraryDamagedError([reembed])
     bad = _unreadable_zip(args.paths, int(s.max_mb * 1024 * 1024))
     if bad is not None:  # before the library is opened: nothing there changes
         print(f"error: {printable(bad)}", file=sys.stderr)
@@ -52,6 +56,24 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         return 1
     rows = {str(b.path): e.as_record() for b, e in selection.books if e is not None}
     return _run_ingest(args, s, [b.path for b, _ in selection.books], rows, scan.failed)
+
+
+def _check_space(s: Any, paths: list[Any]) -> None:
+    """``check_ingest_space`` for the files and folders given, before the library is opened."""
+    from litrag.ingestion.library import check_ingest_space
+    from litrag.stores.factory import children_collection
+
+    sizes = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            books = (f for f in path.rglob("*") if f.suffix.lower() in (".txt", ".zip"))
+            sizes += [f.stat().st_size for f in books if f.is_file()]
+        elif path.is_file():
+            sizes.append(path.stat().st_size)
+    index = s.home / "index"
+    names = [s.collection] + ([children_collection(s.collection)] if s.children else [])
+    new = 0 if s.qdrant_url else sum(not (index / n / "shard").is_dir() for n in names)
+    check_ingest_space(s.home, sum(sizes), new, len(sizes))
 
 
 def _ray_address(args: argparse.Namespace, s: Any) -> str | None:
@@ -211,6 +233,8 @@ def _run_ingest(
     from litrag.stores.factory import store_description
 
     print(f"library: {s.home} ({store_description(s.qdrant_url)})", file=sys.stderr)
+    if not args.dry_run:  # before the stores are made: a full tmpfs was a Bus error
+        _check_space(s, paths)
     if args.ray_address is not None:
         with _ray_session(args, s) as on_ray:
             return _ingest_with(args, s, paths, rows, failed, on_ray)

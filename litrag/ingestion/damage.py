@@ -25,7 +25,7 @@ class Problem:
     fix: str
     kind: str  # registry-file, docstore-file, cache-file, store-missing, store-config,
     # points, vectors, interrupted, unregistered, orphans, characters, store-damaged,
-    # removing
+    # removing, reembedding, docstore
     book_id: str | None = None
 
     def line(self) -> str:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from litrag.ingestion.book_points import BookScan, count_points
 from litrag.ingestion.damage import REPAIR, LibraryDamagedError, Problem, read_json, set_aside
-from litrag.ingestion.registry import BookRecord, file_digest, read_registry
+from litrag.ingestion.registry import BookRecord, file_digest, read_registry, read_rows
 from litrag.ingestion.removal import journal_path, pending_removal
 from litrag.narrative.index import index_path
 
@@ -48,7 +48,7 @@ def check_files(
     home = Path(home)
     records = list(records)
     books = [r for r in records if r.status == "complete"]
-    unfinished = unfinished_removal(home)
+    unfinished = unfinished_removal(home) or unfinished_reembed(home)
     if unfinished is not None:  # before the counts: its points are partly gone, by design
         return [unfinished]
     if not embedded:
@@ -114,6 +114,24 @@ def unfinished_removal(home: Path) -> Problem | None:
         f"{REPAIR} (finishes it) or `litrag remove {book_id}`",
         "removing",
         book_id,
+    )
+
+
+def unfinished_reembed(home: Path) -> Problem | None:
+    """A ``litrag reembed`` killed midway (its journal is still there): its collections were
+    dropped and are partly filled again, so a search found a book's blocks but few or none of
+    its children and said "Nothing in the book matches" (issue 50, bug 1). Nothing answers
+    from the library until the reembed is finished from its journal."""
+    from litrag.ingestion.reembed import journal_command, journal_path
+
+    command = journal_command(home)
+    if command is None:
+        return None
+    return Problem(
+        f"a reembed of this library was interrupted (its journal {journal_path(home)} is left; "
+        "the store is half embedded)",
+        f"run `{command}` again (it resumes from the journal)",
+        "reembedding",
     )
 
 
@@ -221,6 +239,32 @@ def check_store(
     return problems
 
 
+def check_children(
+    store: BasePydanticVectorStore, records: Iterable[BookRecord], book_ids: Sequence[str]
+) -> list[Problem]:
+    """The paragraph children of ``book_ids`` in their own store, counted against the registry
+    (a count on the payload index: milliseconds). Retrieval ranks blocks through them, so a
+    book whose children are missing or partial answered "Nothing matches" with exit 0."""
+    rows = {r.book_id: r for r in records}
+    problems = []
+    for book_id in book_ids:
+        rec = rows.get(book_id)
+        if rec is None or rec.status != "complete" or not rec.children:
+            continue
+        have = count_points(store, book_id)
+        if have != rec.children:
+            problems.append(
+                Problem(
+                    f"{book_id} ({rec.title}): the registry lists {rec.children} paragraph "
+                    f"children but the store holds {have}",
+                    f"{REPAIR} (re-ingests it from {rec.source or 'its source'})",
+                    "points",
+                    book_id,
+                )
+            )
+    return problems
+
+
 def vector_names(store: BasePydanticVectorStore) -> list[str]:
     cfg = getattr(store, "config", None)
     if cfg is None:
@@ -278,6 +322,9 @@ def check_library_files(
     home = Path(home)
     problems: list[Problem] = []
     done: list[str] = []
+    reembed = unfinished_reembed(home)
+    if reembed is not None:  # a repair would re-ingest with the old embedder: finish it first
+        return [reembed], done
     for path, kind, why in (
         (home / "books.json", "registry-file", "rebuilds it from the store"),
         (home / "docstore.json", "docstore-file", "sets it aside; the store keeps every block"),
@@ -286,7 +333,10 @@ def check_library_files(
         if not path.exists():
             continue
         try:
-            read_json(path, kind, f"{REPAIR} ({why})")
+            if kind == "registry-file":  # its shape too: `null` or `[]` parse, yet are no registry
+                read_rows(path)
+            else:
+                read_json(path, kind, f"{REPAIR} ({why})")
         except LibraryDamagedError as exc:
             if repair:
                 dest = set_aside(path)
@@ -295,7 +345,7 @@ def check_library_files(
                 problems.extend(exc.problems)
     folder = home / "index" / collection
     records: list[BookRecord] = []
-    if (home / "books.json").exists():
+    if (home / "books.json").exists() and not any(p.kind == "registry-file" for p in problems):
         records = read_registry(home)
     found = [p for p in check_files(home, collection, records, True) if p.kind == "store-config"]
     if found and repair:
@@ -411,6 +461,16 @@ def verify_library(
                 f"{label}: {', '.join(sorted(scan.zero))} vectors of some blocks are zero",
                 f"{REPAIR} (embeds it again)",
                 "vectors",
+                book_id,
+            )
+        elif rec.chapters and not library.chapter_doc_ids(book_id):
+            # docstore.json deleted or emptied: the blocks answer, but the chat's chapter list
+            # (read from the docstore) is empty and a later ingest cannot tell what it holds
+            p = Problem(
+                f"{label}: the docstore {library.home / 'docstore.json'} holds none of its "
+                f"{rec.chapters} chapters",
+                f"{REPAIR} (re-ingests it from {rec.source or 'its source'})",
+                "docstore",
                 book_id,
             )
         else:

@@ -25,6 +25,7 @@ from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from tqdm.auto import tqdm
 
 from litrag.chunkers.children import ParagraphAligner, block_children
+from litrag.disk_space import DiskSpaceError
 from litrag.ingestion.book_points import BookScan, book_filter, count_points
 from litrag.ingestion.catalog import text_bytes
 from litrag.ingestion.chapters import split_chapters
@@ -68,6 +69,11 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 BIG_BOOK_BYTES = 8 * 1024 * 1024  # a book's text this big or bigger: a line per early stage
+# What a book's text costs on disk while it is ingested, per byte of text: its blocks, children
+# and their vectors in the store (about 60 measured, two chapters of The Call of the Wild), the
+# caches, and the store's segments written again by the index build at the end (twice that).
+INDEX_BYTES_PER_TEXT_BYTE = 120
+LOG_MARGIN = 32 * 1024 * 1024  # and a segment of the store's write-ahead log, sized ahead
 
 
 @dataclass
@@ -243,6 +249,7 @@ class Library:
         if scan.skipped or scan.duplicates:
             say(f"found {scan.summary()}")
         files = scan.files
+        self._check_space(files)
         rows = catalog_rows or {}
         self.completed, self.in_progress = [], None
         if prepare_with is not None:
@@ -265,6 +272,12 @@ class Library:
             report.optimize_s = round(time.perf_counter() - t0, 2)
         return report
 
+    def _check_space(self, files: list[Path]) -> None:
+        """``check_ingest_space`` for ``files``, with the collections not yet made."""
+        stores = [s for s in (self.store, self.children_store) if s is not None]
+        new = sum(getattr(s, "client", 1) is None for s in stores)  # an Edge store not made yet
+        check_ingest_space(self.home, sum(text_bytes(f) for f in files), new, len(files))
+
     def _ingest_files(
         self,
         files: list[Path],
@@ -282,7 +295,7 @@ class Library:
             except BookLoadError as exc:
                 report.failed.append((str(file), str(exc)))
                 say(f"  failed: {exc}")
-            except LibraryDamagedError:  # the library itself, not this book: stop, say so
+            except (LibraryDamagedError, DiskSpaceError):  # the library or its disk: stop
                 raise
             except Exception as exc:  # a bug or a backend error: report, keep going
                 reason = f"{file}: {type(exc).__name__}: {exc}"
@@ -582,6 +595,21 @@ class Library:
         rows = self._read_registry()
         self._write_registry({k: v for k, v in rows.items() if k != book_id})
         finish_removal(self.home)  # after the registry row is gone
+
+
+def check_ingest_space(home: Path, text: int, new_stores: int, books: int) -> None:
+    """``DiskSpaceError`` (one line: the disk, its free and the needed megabytes) before
+    anything is written, when the disk of ``home`` cannot hold what ingesting ``text`` bytes of
+    books writes, and ``new_stores`` new collections on a filesystem that allocates their files
+    whole (tmpfs: there a full disk ended the process in a Bus error, exit 135, no message)."""
+    from litrag.disk_space import allocates_eagerly, need_space
+    from litrag.stores.edge_open import NEW_STORE_BYTES
+
+    need = INDEX_BYTES_PER_TEXT_BYTE * text + LOG_MARGIN
+    if allocates_eagerly(home):
+        need += NEW_STORE_BYTES * new_stores
+    what = f"ingesting {books} book{'s' * (books != 1)} ({text:,} bytes of text)"
+    need_space(home, need, what)
 
 
 def _catalog_author(row: dict[str, Any] | None) -> str | None:

@@ -42,12 +42,14 @@ def stored_points(store: Any, book_ids: Iterable[str]) -> list[BaseNode]:
     return out
 
 
-def write_journal(home: Path, points: dict[str, Sequence[BaseNode]]) -> Path:
-    """``points`` by collection role (``blocks``, ``children``), one JSON line a point; written
-    to a temporary name and renamed, so a journal is complete or absent."""
+def write_journal(home: Path, points: dict[str, Sequence[BaseNode]], command: str = "") -> Path:
+    """``points`` by collection role (``blocks``, ``children``), one JSON line a point, after a
+    first line naming the ``command`` that resumes it (``litrag reembed --preset quality``);
+    written to a temporary name and renamed, so a journal is complete or absent."""
     path = journal_path(home)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(json.dumps({"command": command}) + "\n")
         for role, nodes in points.items():
             for node in nodes:
                 fh.write(json.dumps({"role": role, "node": doc_to_json(node)}) + "\n")
@@ -64,8 +66,25 @@ def read_journal(home: Path) -> dict[str, list[BaseNode]] | None:
     with path.open(encoding="utf-8") as fh:
         for line in fh:
             row = json.loads(line)
+            if "node" not in row:  # the first line: the command
+                continue
             out.setdefault(row["role"], []).append(json_to_doc(row["node"]))
     return out
+
+
+def journal_command(home: Path) -> str | None:
+    """The command that resumes the reembed under way (its journal is there), or None. While it
+    is there the collections are dropped or partly filled: nothing may answer from them."""
+    path = journal_path(home)
+    try:
+        with path.open(encoding="utf-8") as fh:
+            first = json.loads(fh.readline() or "{}")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        first = {}
+    command = first.get("command") if isinstance(first, dict) else None
+    return str(command or "litrag reembed --preset NAME")
 
 
 def drop_collection(store: Any) -> None:

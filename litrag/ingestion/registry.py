@@ -57,13 +57,18 @@ def read_rows(path: Path) -> dict[str, dict[str, Any]]:
         for name, f in BookRecord.__dataclass_fields__.items()
         if f.default is MISSING and f.default_factory is MISSING
     }
+    wrong = None
     if not isinstance(rows, dict) or not all(
         isinstance(r, dict) and needed <= set(r) for r in rows.values()
     ):
+        wrong = "not a registry"
+    else:
+        wrong = next(filter(None, (_wrong_type(book, r) for book, r in rows.items())), None)
+    if wrong is not None:
         raise LibraryDamagedError(
             [
                 Problem(
-                    f"{path} is damaged: not a registry",
+                    f"{path} is damaged: {wrong}",
                     f"{REPAIR} (rebuilds it from the store)",
                     "registry-file",
                 )
@@ -71,6 +76,37 @@ def read_rows(path: Path) -> dict[str, dict[str, Any]]:
         )
     fields = set(BookRecord.__dataclass_fields__)  # a newer litrag's fields are left aside
     return {book: {k: v for k, v in r.items() if k in fields} for book, r in rows.items()}
+
+
+# The registry's fields a later step computes with, and the JSON types each must have: a row
+# with ``"chapters": "seven"`` loaded, and ``ask --upto-chapter 1`` then failed with a TypeError.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "book_id": (str,),
+    "title": (str,),
+    "author": (str, type(None)),
+    "chapters": (int,),
+    "nodes": (int,),
+    "children": (int,),
+    "segmenter": (str,),
+    "source": (str,),
+    "fingerprint": (str,),
+    "status": (str,),
+    "seconds": (dict,),
+    "catalog": (dict,),
+}
+
+
+def _wrong_type(book: str, row: dict[str, Any]) -> str | None:
+    """What is wrong with one row's values (a count that is not a whole number), or None."""
+    for name, types in _FIELD_TYPES.items():
+        if name not in row:
+            continue
+        value = row[name]
+        counted = types == (int,)
+        if isinstance(value, bool) or not isinstance(value, types) or (counted and value < 0):
+            want = "a count" if counted else "text" if str in types else "an object"
+            return f"{book}'s {name} is {json.dumps(value)[:40]}, not {want}"
+    return None
 
 
 def file_digest(file: str | os.PathLike[str]) -> str:

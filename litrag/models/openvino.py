@@ -126,10 +126,22 @@ def converted_model(model_path: str | Path, cache_dir: str | Path | None = None)
         warnings.simplefilter("ignore")
         without_telemetry()
         graph = openvino.convert_model(model, example_input=example)
+    from litrag.disk_space import DiskSpaceError, free_bytes, is_disk_full, need_space
+
+    # the graph keeps the model's weights in fp16: about half of its fp32 safetensors
+    need = sum(f.stat().st_size for f in root.glob("*.safetensors")) // 2 + 8 * 2**20
+    what = f"the OpenVINO conversion of {root.name} (once, into {cache})"
+    need_space(cache, need, what)
     cache.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=cache))
     try:
-        openvino.save_model(graph, str(tmp / "model.xml"))
+        try:
+            openvino.save_model(graph, str(tmp / "model.xml"))
+        except (RuntimeError, OSError) as exc:  # "basic_ios::clear: iostream error" on ENOSPC
+            if not (is_disk_full(exc) or free_bytes(cache) < need):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # what it wrote goes before the free space
+            raise DiskSpaceError(cache, free_bytes(cache), need, what) from None
         try:
             tmp.rename(dest)
         except OSError:  # another process got there first: theirs is as good

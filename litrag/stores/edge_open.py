@@ -15,6 +15,7 @@ from pathlib import Path
 
 import qdrant_edge as qe
 
+from litrag.disk_space import allocates_eagerly, need_space
 from litrag.stores.edge_schema import (
     CONFIG_FILE,
     PAYLOAD_SCHEMA,
@@ -33,6 +34,9 @@ from litrag.stores.edge_schema import (
 
 logger = logging.getLogger(__name__)
 
+# Free space a new collection takes on a filesystem that allocates its memory-mapped files
+# whole (tmpfs): its WAL segment and the 32 MiB chunks of its first segment (measured: 96 MB).
+NEW_STORE_BYTES = 100 * 2**20
 WINDOW_VECTOR_NAME = "text-windows"  # of a new collection that keeps sentence-window vectors
 
 
@@ -77,6 +81,43 @@ class StoreDamagedError(ValueError):
             f"the store {folder / SHARD_DIR} is damaged ({reason}): run `litrag verify --repair` "
             "(sets it aside and ingests the books again from their sources)"
         )
+
+
+class StoreReadOnlyError(PermissionError):
+    """The store's folder cannot be written: a read-only filesystem or another user's folder.
+    Edge opens its files for writing even to search them, so it failed with "Read-only file
+    system" and the library was reported as damaged, with a repair that could only fail."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        why = "on a read-only filesystem" if read_only_fs(folder) else "not writable by this user"
+        super().__init__(
+            f"the library's store {folder} is {why}: the embedded store opens its files for "
+            "writing even to search them, so it cannot be opened there (nothing is damaged); "
+            "make the folder writable, or copy the library to a writable folder and set "
+            "LITRAG_HOME to it"
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def read_only_fs(path: Path) -> bool:
+    """Whether ``path`` (or the nearest folder above it that exists) is on a read-only mount."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def check_writable(folder: Path) -> None:
+    """``StoreReadOnlyError`` when the collection's folder exists and cannot be written."""
+    shard = folder / SHARD_DIR
+    probe = shard if shard.is_dir() else folder
+    if probe.is_dir() and (read_only_fs(probe) or not os.access(probe, os.W_OK | os.X_OK)):
+        raise StoreReadOnlyError(folder)
 
 
 def shard_damage(exc: BaseException) -> str:
@@ -131,6 +172,8 @@ def resolve_config(
 def open_shard(folder: Path, config: EdgeStoreConfig) -> qe.EdgeShard:
     """Load the shard in ``folder``, or create it from ``config``; Edge's lock failure becomes
     ``StoreLockedError`` naming the holder."""
+    check_writable(folder)
+    need_space(folder, open_needs(folder), f"the store {folder}")
     folder.mkdir(parents=True, exist_ok=True)
     shard_dir = folder / SHARD_DIR
     if not shard_config_path(folder).exists():
@@ -159,12 +202,24 @@ def open_shard(folder: Path, config: EdgeStoreConfig) -> qe.EdgeShard:
         raise StoreDamagedError(folder, shard_damage(e)) from None
 
 
+def open_needs(folder: Path) -> int:
+    """Free bytes opening the collection in ``folder`` takes: a new one's files on a filesystem
+    that allocates memory-mapped files whole (tmpfs), where a full disk was a Bus error (exit
+    135, no message) rather than an error. An existing collection only reads on opening (a
+    clean 192 MB tmpfs library opens and answers with 9 MB free); its writes are checked by
+    the ingest (``Library.check_space``)."""
+    if (folder / SHARD_DIR).is_dir() or not allocates_eagerly(folder):
+        return 0
+    return NEW_STORE_BYTES
+
+
 def probe_shard(folder: Path) -> str | None:
     """Why the shard in ``folder`` does not load (a file cut short, overwritten), or None: it
     loads, or another process holds it (then its holder has loaded it). Opened and closed
     again at once: what ``litrag verify`` checks before it opens the library."""
     if not shard_config_path(folder).exists():
         return None
+    check_writable(folder)  # else its load fails as if the shard were damaged
     try:
         shard = qe.EdgeShard.load(str(folder / SHARD_DIR))
     except BaseException as e:
@@ -209,25 +264,31 @@ def warm_files(shard_dir: Path) -> list[Path]:
     return sorted(found)
 
 
-def warm_shard(shard_dir: Path) -> int:
+def warm_shard(shard_dir: Path, stop: threading.Event | None = None) -> int:
     """Read the files queries page through (``WARM_DIRS``) once, so they are in the page cache
     when the first question comes; returns the bytes read. A file gone or unreadable is
-    skipped: this only saves time."""
+    skipped: this only saves time. ``stop`` set: it ends at the next megabyte."""
     t0, total = time.perf_counter(), 0
     buf = bytearray(_CHUNK)
     for f in warm_files(shard_dir):
         try:
             with f.open("rb", buffering=0) as fh:
-                while n := fh.readinto(buf):
+                while not (stop is not None and stop.is_set()) and (n := fh.readinto(buf)):
                     total += n
         except OSError:
             continue
+        if stop is not None and stop.is_set():
+            break
     logger.debug("warmed %s: %.0f MB in %.2f s", shard_dir, total / 2**20, time.perf_counter() - t0)
     return total
 
 
-def warm_in_background(shard_dir: Path) -> threading.Thread:
-    """``warm_shard`` on a daemon thread (the open returns at once; file reads release the GIL)."""
-    thread = threading.Thread(target=warm_shard, args=(shard_dir,), name="edge-warm", daemon=True)
+def warm_in_background(shard_dir: Path, stop: threading.Event) -> threading.Thread:
+    """``warm_shard`` on a daemon thread (the open returns at once; file reads release the GIL),
+    until ``stop`` is set: the store's ``close`` sets it and joins the thread, so no thread of
+    the store is left running while the interpreter shuts down (issue 50, bug 14)."""
+    thread = threading.Thread(
+        target=warm_shard, args=(shard_dir, stop), name="edge-warm", daemon=True
+    )
     thread.start()
     return thread

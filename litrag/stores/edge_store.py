@@ -55,6 +55,7 @@ from litrag.stores.edge_open import (
     StoreConfigError,
     StoreDamagedError,
     StoreLockedError,
+    StoreReadOnlyError,
     open_shard,
     resolve_config,
     settle_shard,
@@ -90,6 +91,7 @@ __all__ = [
     "StoreConfigError",
     "StoreDamagedError",
     "StoreLockedError",
+    "StoreReadOnlyError",
     "StoredPoint",
     "node_id_to_point_id",
 ]
@@ -180,6 +182,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
     # write and reopen (the only writer is this object: the shard is locked to one opener).
     _idf_cache: IdfCache = PrivateAttr(default_factory=dict)
     _warming: threading.Thread | None = PrivateAttr(default=None)
+    _warm_stop: threading.Event = PrivateAttr(default_factory=threading.Event)
 
     def __init__(
         self,
@@ -249,7 +252,8 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         self._shard = shard = open_shard(self.folder, self.config)
         settle_shard(shard, self.folder, self.config)
         if self.warm_on_open:
-            self._warming = warm_in_background(self._shard_dir)
+            self._warm_stop = threading.Event()
+            self._warming = warm_in_background(self._shard_dir, self._warm_stop)
 
     def wait_warm(self, timeout: float | None = None) -> bool:
         """Wait for the open's page-cache warm-up (``warm_on_open``) to finish; True when it has
@@ -260,8 +264,14 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         return True
 
     def close(self) -> None:
-        """Flush and release the shard (and its lock). Safe to call twice."""
+        """Stop the warm-up thread, flush and release the shard (and its lock). Safe to call
+        twice. The thread is joined: one left reading while the interpreter shut down was a
+        suspect of a segfault at the exit of an ingest (issue 50, bug 14)."""
         self._idf_cache.clear()
+        if self._warming is not None:
+            self._warm_stop.set()
+            self._warming.join()
+            self._warming = None
         if self._shard is None:
             return
         try:
