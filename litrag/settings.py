@@ -19,7 +19,9 @@ Answering: ``LITRAG_LOCAL_LLM`` (the packaged model started when no URL is set:
 passages in the answer prompt), ``LITRAG_READ_WORDS`` (words the LLM reads in all, the best
 blocks whole; ``0``: every block; default: 650 for the packaged local model, all for a server),
 ``LITRAG_LLM_TOOLS`` (the server's model calls functions: an agent picks the narrative tools).
-Serving: ``LITRAG_API_KEY`` (the Bearer key `litrag serve-api` asks of its clients).
+Serving: ``LITRAG_API_KEY`` (the Bearer key `litrag serve-api` asks of its clients),
+``LITRAG_ALLOWED_HOSTS`` (the Host names served), ``LITRAG_TRUSTED_PROXIES`` (whose
+X-Forwarded-For the rate limit believes).
 
 Why one model: a bad value (a negative timeout, a path that is a file, an unknown
 ``LITRAG_RETRIEVAL_*`` name) is refused when the settings are read, with one line naming the
@@ -271,7 +273,22 @@ class Settings(BaseModel):
     api_key: str | None = Field(
         default=None,
         description="The key `litrag serve-api` asks of its clients (LITRAG_API_KEY, --api-key), "
-        "as `Authorization: Bearer KEY`; needed to serve on an address other than loopback.",
+        "as `Authorization: Bearer KEY`, and `litrag chat` as its login password; needed to "
+        "serve on an address other than loopback. Printable ASCII without spaces: a client "
+        "sends it in an HTTP header, where any other character could never match.",
+    )
+    allowed_hosts: str | None = Field(
+        default=None,
+        description="Host names the API and the chat answer to, comma-separated "
+        "(LITRAG_ALLOWED_HOSTS, --allowed-hosts; '*': any); None: localhost, 127.0.0.1, ::1 "
+        "and the bound address (any, when bound to 0.0.0.0 or ::). Why: a web page on another "
+        "site can rebind its own name to 127.0.0.1 and read a keyless local server.",
+    )
+    trusted_proxies: str | None = Field(
+        default=None,
+        description="Addresses of reverse proxies whose X-Forwarded-For `litrag serve-api` "
+        "believes, comma-separated (LITRAG_TRUSTED_PROXIES, --trusted-proxy); None: none, the "
+        "rate limit counts each socket's peer (a forged header cannot make a client new).",
     )
     llm_temperature: float | None = Field(
         default=None,
@@ -490,6 +507,26 @@ class Settings(BaseModel):
     def _llm_url(cls, v: str | None) -> str | None:
         return _check_url(v, ("http://", "https://"))
 
+    @field_validator("api_key")
+    @classmethod
+    def _api_key_can_match(cls, v: str | None) -> str | None:
+        if v is not None and not (v and all("!" <= ch <= "~" for ch in v)):
+            raise ValueError(
+                "must be printable ASCII without spaces (a client sends it in an HTTP header, "
+                "where any other character can never match)"
+            )
+        return v
+
+    @field_validator("allowed_hosts", "trusted_proxies")
+    @classmethod
+    def _names_listed(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        names = [n.strip() for n in v.split(",") if n.strip()]
+        if not names:
+            raise ValueError("must name at least one host, comma-separated")
+        return ",".join(names)
+
     @field_validator("llm_backend", mode="before")
     @classmethod
     def _backend_lower(cls, v: Any) -> Any:
@@ -602,6 +639,8 @@ def _explain(exc: ValidationError, given: dict[str, Any], names: dict[str, str])
         why = str(ctx.get("error", err["msg"]))
     else:
         why = err["msg"]
+    if field.endswith("api_key"):  # a secret is never echoed
+        return f"{name} {why}"
     value = given.get(field, err.get("input"))
     shown = value if isinstance(value, str) else str(value)
     if kind == "value_error" and shown in why:  # the message already names the value

@@ -315,7 +315,9 @@ def test_a_body_too_large_is_a_413(api):
     # sent in chunks, with no length announced: cut off while reading
     body = json.dumps(big).encode()
     parts = iter([body[i : i + 65536] for i in range(0, len(body), 65536)])
-    r = httpx.post(f"{api.url}/chat/completions", content=parts)
+    r = httpx.post(
+        f"{api.url}/chat/completions", content=parts, headers={"content-type": "application/json"}
+    )
     assert "content-length" not in r.request.headers
     assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
 

@@ -377,3 +377,20 @@ def test_a_crashed_server_says_which_signal_killed_it(tmp_path: Path, sig: int) 
     finally:
         server.stop()
     assert server.failure() == line  # still explained after stop()
+
+
+@pytest.mark.llm
+def test_the_server_starts_from_a_folder_holding_a_litrag_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 50, bug 2: from a folder that holds a ``litrag/`` folder (a clone's parent, a home
+    called litrag), ``python -m`` put that folder first on the child's path and it hid the
+    installed package: "No module named litrag.models.llama_child". Run as a user runs it: no
+    PYTHONPATH, the package found the way it was installed."""
+    (tmp_path / "litrag" / "models").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    log = tmp_path / "s.log"
+    with LlamaServer(smollm2_path(), n_ctx=512, log_path=log) as server:
+        assert server.running
+    assert "No module named" not in log.read_text()

@@ -43,6 +43,7 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from litrag.answering import ahead, name_check
+from litrag.answering.abandon import close_replies
 from litrag.answering.answer_types import (  # re-exported: what an answer is
     RUN_KEY,
     Answer,
@@ -524,13 +525,18 @@ class BookQueryEngine(BaseQueryEngine):
     def _pieces(
         self, start: Callable[[], Iterator[ChatResponse]], run: AnswerRun, full: bool
     ) -> Iterator[str]:
+        replies: Iterator[ChatResponse] | None = None
         try:
-            for r in start():
+            replies = start()  # a generator: the request is sent at its first step
+            for r in replies:
                 piece = (r.message.content or "") if full else (r.delta or "")
                 if piece:
                     run.text += piece
                     run.deltas += 1
                     yield piece
+        except GeneratorExit:  # the reader left: the reply's HTTP response goes now
+            close_replies(replies)
+            raise
         except Exception as exc:  # network, timeout, HTTP: keep the sources, report one line
             if getattr(exc, "empty_stream", False) and not run.deltas:
                 logger.info("the LLM streamed nothing: %s", exc)

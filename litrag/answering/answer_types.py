@@ -267,6 +267,16 @@ class AnswerStream:
                 yield piece
         self._done = True
 
+    def close(self) -> None:
+        """Stop where it is (the reader left): the LLM's stream is closed, and with it its
+        connection to the server, which then stops generating (``answer.close_replies``)."""
+        if self._done:
+            return
+        close = getattr(self._pieces, "close", None)
+        if close is not None:
+            close()
+        self._done = True
+
     def answer(self) -> Answer:
         """The finished answer (consumes whatever is left of the stream)."""
         for _ in self:

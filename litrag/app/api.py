@@ -17,9 +17,13 @@ locks and LLM), so an answer here is the chat's answer.
   last chunk before ``[DONE]``). A failed LLM is reported as the chat reports it: the answer so
   far, the error noted under it, the sources kept (HTTP 200, ``litrag.error`` set).
 - **A model** is also read alone (``GET /v1/models/{id}``, the client's ``models.retrieve``).
-- **Errors** have OpenAI's shape ``{"error": {"message", "type", "code"}}``: 400 bad body or limit
-  (checked by ``AskRequest``, as for ``litrag ask``), 401 bad key, 404 unknown model, 413 body too
-  large, 429 rate limited.
+- **Errors** have OpenAI's shape ``{"error": {"message", "type", "code"}}``: 400 bad body, model
+  name or limit (checked by ``AskRequest``, as for ``litrag ask``) or a Host it does not serve
+  (``litrag.app.hosts``), 401 bad key, 404 unknown model, 413 body too large, 415 a body not
+  sent as ``application/json`` (a web page can post ``text/plain`` anywhere without asking),
+  429 rate limited, 500 (the same shape) for anything unforeseen.
+- **A client that leaves mid-stream** ends the answer: the LLM's stream is closed, so its
+  connection to the server goes and llama.cpp stops generating (``Reply.body``).
 
 Why FastAPI on uvicorn: gradio already installs both (no new dependency), pydantic models are
 its request and response schema, and starlette's ``StreamingResponse`` iterates a blocking
@@ -30,13 +34,15 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any, Literal
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -46,14 +52,18 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from litrag.answering.answer_types import Answer, AnswerStream, Source
 from litrag.answering.ask_request import AskRequest, AskRequestError
 from litrag.answering.name_check import UNNAMED_NOTE, dropped_note
+from litrag.app.hosts import LOOPBACK_NAMES, HostCheck
 from litrag.app.service import ChatService, Turn
 
 PREFIX = "litrag/"
 ALL = "all"
 MAX_BODY_BYTES = 256 * 1024  # a chat of questions, not documents (a question is <= 2,000 chars)
 MAX_MESSAGES = 200
-RATE_PER_MINUTE = 60  # requests per client address
+RATE_PER_MINUTE = 60  # requests per client address; 0: no limit
 SOURCES_HEAD = "\n\nSources:\n"
+MAX_LIMIT_DIGITS = 6  # '@<chapter>': no book has a million chapters (int() of 5,000 digits fails)
+
+logger = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
@@ -151,14 +161,21 @@ class ModelCard(BaseModel):
 
 # ------------------------------------------------------------------------------ the pieces
 class RateLimiter:
-    """At most ``per_minute`` requests per client address in any 60 s (a sliding window)."""
+    """At most ``per_minute`` requests per client address in any 60 s (a sliding window); 0:
+    no limit. The address is the socket's peer: ``litrag serve-api`` believes X-Forwarded-For
+    only from the proxies the operator names (``trusted_proxies``), so a forged header cannot
+    make a client new."""
 
     def __init__(self, per_minute: int) -> None:
+        if per_minute < 0:
+            raise ValueError(f"a rate limit is 0 (none) or more a minute, not {per_minute}")
         self.per_minute = per_minute
         self._seen: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
 
     def allow(self, client: str) -> bool:
+        if not self.per_minute:
+            return True
         now = time.monotonic()
         with self._lock:
             seen = self._seen.setdefault(client, deque())
@@ -171,7 +188,8 @@ class RateLimiter:
 
 
 def unknown_model(model: str, known: list[str]) -> ApiError:
-    message = f"the model {model!r} does not exist; known: {', '.join(known)}"
+    shown = repr(model if len(model) <= 100 else model[:100] + "…")
+    message = f"the model {shown} does not exist; known: {', '.join(known)}"
     return ApiError(404, message, "invalid_request_error", "model_not_found")
 
 
@@ -187,9 +205,14 @@ def resolve_model(model: str, service: ChatService) -> tuple[list[str], int | No
     else:
         raise unknown_model(model, [PREFIX + ALL, *(PREFIX + b for b in books)])
     limit = None
-    if at:
-        if not suffix.isdigit():
-            raise bad_request(f"the model's spoiler limit must be a chapter number, got {suffix!r}")
+    if at:  # ASCII digits only: '²'.isdigit() holds and int('²') fails
+        if not (suffix.isascii() and suffix.isdigit() and len(suffix) <= MAX_LIMIT_DIGITS):
+            shown = suffix if len(suffix) <= 20 else suffix[:20] + "…"
+            raise bad_request(
+                f"the model's spoiler limit must be a chapter number, as in "
+                f"'{name}@7', got {shown!r}",
+                "invalid_model",
+            )
         limit = int(suffix)
     return ids, limit, max(books[b].chapters for b in ids)
 
@@ -257,15 +280,29 @@ def create_app(
     api_key: str | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     rate_per_minute: int = RATE_PER_MINUTE,
+    allowed_hosts: Iterable[str] = LOOPBACK_NAMES,
 ) -> FastAPI:
-    """The API over ``service``; with ``api_key`` every request needs ``Bearer <key>``."""
+    """The API over ``service``; with ``api_key`` every request needs ``Bearer <key>``; only
+    requests whose Host is one of ``allowed_hosts`` (``*``: any) are served."""
     app = FastAPI(title="litrag", docs_url=None, redoc_url=None, openapi_url=None)
     limiter = RateLimiter(rate_per_minute)
     started = int(time.time())
 
+    def host_refused(line: str) -> JSONResponse:
+        return ApiError(400, line, "invalid_request_error", "host_not_allowed").response()
+
+    app.add_middleware(HostCheck, allowed=allowed_hosts, respond=host_refused)
+
     @app.exception_handler(ApiError)
     async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
         return exc.response()
+
+    @app.exception_handler(Exception)
+    async def _unforeseen(_request: Request, exc: Exception) -> JSONResponse:
+        logger.error("the API failed: %s", exc, exc_info=exc)
+        first = str(exc).splitlines()[0][:200] if str(exc) else ""
+        message = f"internal error: {type(exc).__name__}: {first}".rstrip(": ")
+        return ApiError(500, message, "server_error", "internal_error").response()
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -293,6 +330,15 @@ def create_app(
             )
 
     async def read_body(request: Request) -> bytes:
+        kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if kind != "application/json":
+            raise ApiError(
+                415,
+                f"the body must be JSON sent as Content-Type: application/json, got "
+                f"{kind[:60] or 'no Content-Type'}",
+                "invalid_request_error",
+                "unsupported_media_type",
+            )
         too_large = ApiError(
             413,
             f"the request is larger than {max_body_bytes:,} bytes",
@@ -365,8 +411,8 @@ def create_app(
             raise bad_request(str(exc)) from None
         reply = Reply(chat.model, ask.question, ask.upto_chapter, stream, standalone)
         if chat.stream:
-            return StreamingResponse(
-                reply.events(service),
+            return ClosingStream(
+                reply.body(service),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
@@ -374,6 +420,23 @@ def create_app(
         return reply.completion(answer)
 
     return app
+
+
+class ClosingStream(StreamingResponse):
+    """A ``StreamingResponse`` that closes its body once the response is over, sent whole or
+    abandoned. Why: when the client leaves, starlette cancels the task that sends the body,
+    which leaves the body's generator suspended; its ``finally`` (``Reply.body``: closing the
+    LLM's stream) would wait for the garbage collector, and a cancelled task's reference cycles
+    kept it, and the LLM's connection, alive for good."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            aclose = getattr(self.body_iterator, "aclose", None)
+            if aclose is not None:
+                with anyio.CancelScope(shield=True):
+                    await aclose()
 
 
 class Reply:
@@ -408,6 +471,26 @@ class Reply:
         choice = {"index": 0, "delta": delta, "finish_reason": finish}
         body = {**self._head("chat.completion.chunk"), "choices": [choice], **extra}
         return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+    async def body(self, service: ChatService) -> AsyncIterator[str]:
+        """``events`` for starlette, each chunk computed in a worker thread. When the client
+        leaves, ``ClosingStream`` closes this; ``finally`` then closes the events and the answer
+        stream under them, down to the LLM's HTTP response, so the connection to the server
+        closes and llama.cpp stops generating (it checks after each token)."""
+        events = self.events(service)
+        done = object()
+        try:
+            while (chunk := await anyio.to_thread.run_sync(next, events, done)) is not done:
+                yield chunk  # type: ignore[misc]
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._close, events)
+
+    def _close(self, events: Iterator[str]) -> None:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
+        self.stream.close()
 
     def events(self, service: ChatService) -> Iterator[str]:
         """SSE chunks: the text as it comes (an LLM's draft as far as the engine's checks let it

@@ -11,6 +11,7 @@ the library).
 
 from __future__ import annotations
 
+import hmac
 import html
 import json
 import logging
@@ -18,7 +19,7 @@ import os
 import queue
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from litrag.answering.ask_request import (
     AskRequestError,
     spoiler_value,
 )
+from litrag.app.hosts import LOOPBACK_NAMES, HostCheck
 from litrag.app.service import CharacterProfile, ChatService, Turn
 from litrag.narrative.excerpts import GAP
 from litrag.retrieval.evidence import from_evidence
@@ -743,8 +745,22 @@ def launch(
     max_mb: float = 16.0,
     share: bool = False,
     quiet: bool = True,
+    password: str | None = None,
+    allowed_hosts: Iterable[str] = LOOPBACK_NAMES,
 ) -> str:
-    """Start serving in background threads; returns the local URL."""
+    """Start serving in background threads; returns the local URL. With ``password`` (the API
+    key) the UI asks for it at a login page (any user name); a request whose Host is not one of
+    ``allowed_hosts`` is refused (``litrag.app.hosts``: DNS rebinding)."""
+    from starlette.middleware import Middleware
+    from starlette.responses import PlainTextResponse
+
+    def refused(line: str) -> PlainTextResponse:
+        return PlainTextResponse(line + "\n", status_code=400)
+
+    def login(_user: str, given: str) -> bool:
+        return password is not None and hmac.compare_digest(given.encode(), password.encode())
+
+    hosts = Middleware(HostCheck, allowed=frozenset(allowed_hosts), respond=refused)
     _, url, _ = demo.launch(
         server_name=host,
         server_port=port,
@@ -756,5 +772,7 @@ def launch(
         show_error=True,
         theme=THEME,
         css=CSS,
+        auth=login if password else None,
+        app_kwargs={"middleware": [hosts]},
     )
     return str(url)

@@ -29,6 +29,7 @@ class RunningUI:
     pid: int
     host: str
     since: str
+    login: bool = False  # the UI asks for the API key (served beyond loopback)
 
     def describe(self) -> str:
         return f"the litrag chat UI (pid {self.pid}, {self.url})"
@@ -38,13 +39,14 @@ def ui_file(home: Path) -> Path:
     return Path(home) / UI_FILE
 
 
-def write_ui_file(home: Path, url: str) -> Path:
+def write_ui_file(home: Path, url: str, login: bool = False) -> Path:
     path = ui_file(home)
     data = {
         "url": url,
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "login": login,
     }
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data), encoding="utf-8")
@@ -76,7 +78,13 @@ def running_ui(home: Path) -> RunningUI | None:
     """The UI named in ``ui.json`` when that process is alive on this host, else None."""
     try:
         d = json.loads(ui_file(home).read_text(encoding="utf-8"))
-        ui = RunningUI(url=str(d["url"]), pid=int(d["pid"]), host=str(d["host"]), since=d["since"])
+        ui = RunningUI(
+            url=str(d["url"]),
+            pid=int(d["pid"]),
+            host=str(d["host"]),
+            since=d["since"],
+            login=bool(d.get("login", False)),
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if ui.host != socket.gethostname() or not _alive(ui.pid):
@@ -129,14 +137,19 @@ def ask_via_ui(
     use_llm: bool = True,
     retrieval: str | None = None,
     top_k: int | None = None,
+    api_key: str | None = None,
 ) -> RemoteAnswerStream:
-    """Start the question on the UI's ``/answer`` API (gradio_client, over localhost)."""
+    """Start the question on the UI's ``/answer`` API (gradio_client, over localhost); a UI
+    that asks for a login gets ``api_key`` (``LITRAG_API_KEY``)."""
     try:
         from gradio_client import Client
     except ImportError as exc:  # pragma: no cover - part of the app extra
         raise UIError(f"gradio_client is missing ({exc}): pip install 'litrag[app]'") from exc
+    if ui.login and not api_key:
+        raise UIError(f"{ui.describe()} asks for the API key: set LITRAG_API_KEY to ask through it")
     try:
-        client = Client(ui.url, verbose=False)
+        auth = ("litrag", api_key) if ui.login and api_key else None
+        client = Client(ui.url, verbose=False, auth=auth)
     except Exception as exc:
         raise UIError(f"cannot reach {ui.describe()}: {type(exc).__name__}: {exc}") from exc
     job = client.submit(

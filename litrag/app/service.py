@@ -21,6 +21,7 @@ from typing import Any
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 
 from litrag.answering.answer import Answer, AnswerStream, condense_prompt
+from litrag.answering.ask_request import MAX_QUESTION_CHARS
 from litrag.builders import (
     AnswerLLM,
     build_character_indexer,
@@ -49,6 +50,11 @@ _ECHOED_TAG = re.compile(
     r"</?(?:question|conversation)>|^\s*standalone question:", re.IGNORECASE | re.MULTILINE
 )
 HISTORY_TURNS = 3  # turns shown to the rewriting LLM: enough for pronouns, cheap to prefill
+# What one earlier turn may add to the rewrite prompt (and a question to the searched text): the
+# question as capped when it was asked, the answer's opening. Why: history came unchecked (an
+# API client sends it whole), and a 240 KB earlier turn made a 195,169-character prompt.
+HISTORY_QUESTION_CHARS = MAX_QUESTION_CHARS
+HISTORY_ANSWER_CHARS = 400
 
 
 @dataclass
@@ -323,7 +329,9 @@ class ChatService:
         if llm is not None:
             recent = history[-HISTORY_TURNS:]
             transcript = "\n".join(
-                f"user: {t.question}\nassistant: {t.answer[:400]}" for t in recent
+                f"user: {_clip(t.question, HISTORY_QUESTION_CHARS)}\n"
+                f"assistant: {_clip(t.answer, HISTORY_ANSWER_CHARS)}"
+                for t in recent
             )
             try:
                 raw = llm.complete(condense_prompt(title, transcript, message)).text
@@ -467,5 +475,15 @@ def _concat_follow_up(message: str, history: Sequence[Turn]) -> str:
     """Without an LLM: a follow-up that names nobody is searched with the previous question."""
     message = " ".join(message.split())
     if history and (_FOLLOW_UP.search(message) or len(message.split()) <= 3):
-        return f"{history[-1].question} {message}"
+        return f"{_clip(history[-1].question, HISTORY_QUESTION_CHARS)} {message}"
     return message
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` on one line, at most ``limit`` characters (cut at a word where one is near)."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit * 0.8 else cut).rstrip() + " …"

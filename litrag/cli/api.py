@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from litrag.cli.common import add_backend_flag, settings_from_args
+from litrag.cli.common import add_backend_flag, add_serving_flags, settings_from_args
 
 
 def _cmd_serve_api(args: argparse.Namespace) -> int:
@@ -25,14 +25,19 @@ def add_parsers(sub: Any) -> None:
     )
     api.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     api.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free)")
-    api.add_argument(
-        "--api-key",
-        help="the Bearer key clients must send (default LITRAG_API_KEY; required with a --host "
-        "other than loopback; the variable keeps it out of the process list)",
-    )
+    add_serving_flags(api)
     api.add_argument("--no-llm", action="store_true", help="extractive answers, no LLM")
     api.add_argument(
-        "--rate-limit", type=int, metavar="N", help="requests a minute per client (default 60)"
+        "--rate-limit",
+        type=int,
+        metavar="N",
+        help="requests a minute per client (default 60; 0: no limit)",
+    )
+    api.add_argument(
+        "--trusted-proxies",
+        metavar="ADDRS",
+        help="reverse proxies whose X-Forwarded-For names the client, comma-separated (default "
+        "LITRAG_TRUSTED_PROXIES, else none: the rate limit counts each connection's address)",
     )
     add_backend_flag(api)
     api.set_defaults(func=_cmd_serve_api)

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from litrag.cli.common import add_backend_flag, settings_from_args
+from litrag.cli.common import add_backend_flag, add_serving_flags, settings_from_args
 from litrag.retrieval.evidence import from_evidence
 from litrag.segment.controls import strip_controls
 from litrag.settings import SettingsError
@@ -211,6 +211,7 @@ def _ask_through_ui(
             use_llm=not args.no_llm,
             retrieval=args.retrieval,
             top_k=args.top_k,
+            api_key=s.api_key,
         )
         for piece in stream:
             if not args.json:
@@ -290,11 +291,14 @@ def add_parsers(sub: Any) -> None:
     cht.add_argument("--book-dir", type=Path, help="a folder of .txt books to add first")
     cht.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     cht.add_argument("--port", type=int, default=7860, help="port (default 7860)")
+    add_serving_flags(cht)
     cht.add_argument("--no-llm", action="store_true", help="extractive answers, no LLM")
     cht.add_argument("--max-mb", type=float, help="upload size limit in MB (default 16)")
     cht.add_argument("--segmenter", choices=["offline", "litseg-lite", "litseg"])
     add_backend_flag(cht)
     cht.add_argument(
-        "--share", action="store_true", help="a public Gradio link (off by default; needs internet)"
+        "--share",
+        action="store_true",
+        help="a public Gradio link (off by default; needs internet and an API key)",
     )
     cht.set_defaults(func=_cmd_chat)

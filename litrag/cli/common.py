@@ -81,6 +81,8 @@ _FLAGS = {
     "retrieval": ("retrieval", "--retrieval"),
     "llm_backend": ("llm_backend", "--llm-backend"),
     "api_key": ("api_key", "--api-key"),
+    "allowed_hosts": ("allowed_hosts", "--allowed-hosts"),
+    "trusted_proxies": ("trusted_proxies", "--trusted-proxies"),
 }
 
 
@@ -95,6 +97,22 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             given[field] = value
             names[field] = flag
     return Settings(names_=names, **given)
+
+
+def add_serving_flags(parser: argparse.ArgumentParser) -> None:
+    """``--api-key`` and ``--allowed-hosts``: what ``serve-api`` and ``chat`` share."""
+    parser.add_argument(
+        "--api-key",
+        help="the key clients must send (default LITRAG_API_KEY; required with a --host other "
+        "than loopback; printable ASCII, 16 characters or more; the variable keeps it out of "
+        "the process list)",
+    )
+    parser.add_argument(
+        "--allowed-hosts",
+        metavar="NAMES",
+        help="Host names served, comma-separated (default LITRAG_ALLOWED_HOSTS, else "
+        "localhost, 127.0.0.1, ::1 and --host; any for 0.0.0.0; '*': any)",
+    )
 
 
 def check_at_least(args: argparse.Namespace, **minimums: int) -> None:

@@ -28,6 +28,7 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
     from litrag.eval.registry import LLM_CHUNKERS, ChunkerLLM
     from litrag.eval.report import check_section, markdown, write_reports, write_section
     from litrag.eval.retrieval import evaluate_retrieval, parse_modes
+    from litrag.ingestion.input_file import read_input_bytes
     from litrag.models.llama_server import LocalModelError
 
     check_at_least(
@@ -41,6 +42,8 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
         try:
             if args.report.suffix != ".md":
                 raise ValueError(f"--report wants a .md path, got {args.report}")
+            if args.report.exists():  # rewritten after the run: a FIFO or device said now
+                read_input_bytes(args.report, "--report")
             check_section(args.section)
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
@@ -267,6 +270,7 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
     from litrag.eval.questions import load_questions, question_styles
     from litrag.eval.report import check_section, replace_section
     from litrag.eval.retrieval import evaluate_retrieval, parse_modes
+    from litrag.ingestion.input_file import read_input_bytes
     from litrag.models.llama_server import LocalModelError
 
     check_at_least(args, top_k=1)
@@ -281,6 +285,8 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
         if args.report is not None:
             if args.report.suffix != ".md":
                 raise ValueError(f"--report wants a .md path, got {args.report}")
+            if args.report.exists():  # rewritten after the run: a FIFO or device said now
+                read_input_bytes(args.report, "--report")
             check_section(args.section)
         if not split:
             raise ValueError("--split names the books of half A, e.g. pg11,pg84,pg215")

@@ -161,12 +161,15 @@ class DistillConfig(_Section):
 
 
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError as exc:
-        raise ValueError(f"config file not found: {path}") from exc
-    except OSError as exc:  # a folder, an unreadable file: one line, not IsADirectoryError
-        raise ValueError(f"config file {path} cannot be read: {exc.strerror or exc}") from exc
+    from litrag.ingestion.input_file import InputFileError, read_input_text
+
+    try:  # a device or a FIFO is refused before a byte is read, and the read is capped
+        return tomllib.loads(read_input_text(path, ""))
+    except InputFileError as exc:  # a folder, a device: one line, not IsADirectoryError
+        if exc.reason == "no such file":
+            raise ValueError(f"config file not found: {path}") from None
+        raise ValueError(f"config file {path} cannot be read: {exc.reason}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML: {exc}") from exc

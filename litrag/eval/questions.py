@@ -8,6 +8,7 @@ answer(s), with GutenQA's gold evidence span when there is one.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from llama_index.core.schema import Document
 
 from litrag.eval.embedding_cache import text_key
 from litrag.eval.spans import normalize
+from litrag.ingestion.input_file import InputFileError, read_input_text
 
 
 @dataclass(frozen=True)
@@ -42,24 +44,26 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     one line it was given), and a list or a number on a line is an error, not an
     ``AttributeError`` further on."""
     path = Path(path)
-    try:
-        with path.open(encoding="utf-8") as fh:
-            for n, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise QuestionFileError(
-                        f"{path} line {n}: not JSON ({exc.msg}, column {exc.colno})"
-                    ) from None
-                if not isinstance(row, dict):
-                    raise QuestionFileError(
-                        f"{path} line {n}: a JSON object is wanted, got {type(row).__name__}"
-                    )
-                yield n, row
+    try:  # a device or a FIFO is refused before a byte is read, and the read is capped
+        text = read_input_text(path, "question file")
+    except InputFileError as exc:
+        raise QuestionFileError(str(exc)) from None
     except UnicodeDecodeError as exc:
         raise QuestionFileError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    for n, line in enumerate(io.StringIO(text, newline=None), start=1):  # as a text file reads
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise QuestionFileError(
+                f"{path} line {n}: not JSON ({exc.msg}, column {exc.colno})"
+            ) from None
+        if not isinstance(row, dict):
+            raise QuestionFileError(
+                f"{path} line {n}: a JSON object is wanted, got {type(row).__name__}"
+            )
+        yield n, row
 
 
 def _text(row: dict[str, Any], key: str, path: Path, n: int) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from litrag.eval.registry import is_ours
 from litrag.eval.retrieval import RetrievalRun
+from litrag.ingestion.input_file import read_input_text
 
 _COLS = ("MRR", "Hit@1", "Hit@5", "Hit@20", "DCG@20")
 
@@ -325,7 +326,7 @@ def replace_section(report: Path, section: str, title: str, document: str) -> Pa
     body = document.split("\n", 1)[1]  # drop the "# ..." title
     body = re.sub(r"^(#+) ", r"#\1 ", body, flags=re.MULTILINE)  # one level down
     block = f"<!-- section {section} -->\n## {title}\n{body.rstrip()}\n<!-- /section {section} -->"
-    text = report.read_text(encoding="utf-8") if report.exists() else ""
+    text = read_input_text(report, "--report") if report.exists() else ""  # a FIFO: refused
     if not text.strip():
         text = f"{RESULTS_TITLE}\n\n{RESULTS_INTRO}\n"
     pattern = re.compile(

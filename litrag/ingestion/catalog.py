@@ -8,6 +8,7 @@ mirror before a single book is read; a book's catalog row is what its registry e
 from __future__ import annotations
 
 import csv
+import io
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -15,8 +16,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from litrag.ingestion.input_file import InputFileError, read_input_bytes
 from litrag.ingestion.mirror import MirrorFile
 
+MAX_CATALOG_BYTES = 256 * 1024 * 1024  # Gutenberg's whole catalog is ~15 MB
 COLUMNS = (
     "Text#",
     "Type",
@@ -172,8 +175,9 @@ class Catalog:
         if str(path) == "":
             raise CatalogError("--catalog is empty: give the path of a pg_catalog.csv")
         skipped: list[str] = []
-        try:
-            with open(p, encoding="utf-8-sig", newline="") as fh:
+        try:  # a device or a FIFO is refused before a byte is read, and the read is capped
+            text = read_input_bytes(p, "", MAX_CATALOG_BYTES).decode("utf-8-sig")
+            with io.StringIO(text, newline="") as fh:
                 reader = csv.DictReader(fh)
                 missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
                 if missing:
@@ -190,10 +194,12 @@ class Catalog:
                         continue
                     lines.setdefault(int(number), []).append(line)
                     entries[int(number)] = _entry(int(number), row)
-        except FileNotFoundError:
-            raise CatalogError(f"{p}: no such catalog file") from None
-        except IsADirectoryError:
-            raise CatalogError(f"{p}: is a folder, not a catalog file (pg_catalog.csv)") from None
+        except InputFileError as exc:
+            reason = {
+                "no such file": "no such catalog file",
+                "is a folder, not a file": "is a folder, not a catalog file (pg_catalog.csv)",
+            }.get(exc.reason, exc.reason)
+            raise CatalogError(f"{p}: {reason}") from None
         except UnicodeDecodeError as exc:
             raise CatalogError(f"{p}: not UTF-8 text (byte {exc.start})") from None
         except csv.Error as exc:

@@ -48,6 +48,15 @@ QWEN_1_5B_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933b
 
 _CHUNK = 8 * 1024 * 1024
 
+# How the llama.cpp child starts: ``python -m`` puts the working folder first on sys.path, and a
+# folder there named litrag (a clone's parent, a home called litrag) hid the installed package:
+# "No module named litrag.models.llama_child". So the child drops that entry ('' under -c) and
+# runs the module by name; PYTHONPATH is still honoured (-P would do this, from Python 3.11 on).
+CHILD_START = (
+    "import runpy, sys; sys.path[:] = [p for p in sys.path if p]; "
+    "runpy.run_module('litrag.models.llama_child', run_name='__main__', alter_sys=True)"
+)
+
 
 class LocalModelError(RuntimeError):
     """A packaged model is missing, corrupt, or its server would not start or crashed."""
@@ -386,7 +395,7 @@ class LlamaServer:
             self.log_path = settings.home() / "logs" / f"llama-server-{self.port}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         cmd = [
-            sys.executable, "-m", "litrag.models.llama_child",  # llama_cpp.server, ends with us
+            sys.executable, "-c", CHILD_START,  # llama_cpp.server, ends with us
             "--model", str(self.model_path),
             "--model_alias", self.model,
             "--n_ctx", str(self.n_ctx),
