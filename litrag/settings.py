@@ -45,8 +45,8 @@ RETRIEVAL_PRESETS = ("embedded", "paper")  # litrag.retrieval.retriever.PRESETS 
 # Embedder presets (LITRAG_EMBED_MODEL takes either name): the packaged MiniLM, windowed, or
 # nomic-embed-text-v1.5 on llama.cpp (litrag.models.nomic; docs/lab/, issue 30).
 EMBED_PRESETS = {"fast": "minilm", "quality": "nomic"}
-# The packaged llama.cpp models by name (local_model_path's). The 1.5B model is Qwen2.5-Coder-1.5B
-# (the only Qwen GGUF on the registries); "qwen2.5-1.5b" and "qwen" are its older aliases.
+# The packaged llama.cpp models by name (local_model_path's). The 1.5B model is
+# Qwen2.5-Coder-1.5B-Instruct; "qwen2.5-1.5b" and "qwen" are its older aliases.
 LOCAL_MODELS = ("qwen2.5-coder-1.5b", "smollm2")
 LOCAL_MODEL_ALIASES = {"qwen2.5-1.5b": "qwen2.5-coder-1.5b", "qwen": "qwen2.5-coder-1.5b"}
 # LITRAG_RETRIEVAL_<FIELD>: the RetrievalSettings fields the environment may override.

@@ -18,10 +18,11 @@ from test_answer import free_port
 from test_library import FOOTER
 from test_retriever import ingested_shelf
 
+from litrag.app.chat import EXAMPLE_QUESTION
 from litrag.app.handoff import running_ui
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-QUESTION = "Who stole Buck from Judge Miller's place?"
+QUESTION = EXAMPLE_QUESTION
 
 
 def start_ui(home: Path, port: int, env: dict[str, str], *flags: str) -> subprocess.Popen:
@@ -77,17 +78,24 @@ def test_question_in_a_real_browser(mode, books_dir, tmp_path_factory, request):
             page.locator("#ask").click()
             page.wait_for_selector("#sources >> text=[1] The Call of the Wild", timeout=600_000)
             page.wait_for_function(
-                "() => document.querySelector('#answered-by').innerText.includes('segmenter')",
+                "() => document.querySelector('#answered-by').textContent.includes('segmenter')",
                 timeout=600_000,
             )
             chat = page.locator("#chat").inner_text()
-            line = page.locator("#answered-by").inner_text()
             page.screenshot(path=str(shot), full_page=True)
+            # how it was retrieved waits behind a closed "Details" toggle, shown when opened
+            closed = page.locator("#answered-by").inner_text()
+            page.locator("#answered-by summary").click()
+            page.wait_for_function(
+                "() => document.querySelector('#answered-by').innerText.includes('segmenter')"
+            )
+            line = page.locator("#answered-by").inner_text()
             browser.close()
     finally:
         proc.terminate()
         proc.wait(60)
     print(f"\nscreenshot: {shot}")
+    assert "Details" in closed and "segmenter" not in closed and "retrieval:" not in closed
     assert QUESTION in chat and "segmenter: offline" in line
     if mode == "llm":
         assert "LLM: " in line and "extractive" not in line
@@ -164,7 +172,7 @@ def test_html_in_a_book_is_shown_as_text_never_fetched(books_dir, tmp_path):
             page.locator("#ask").click()
             page.wait_for_selector("#sources >> text=[1] Frankenstein", timeout=600_000)
             page.wait_for_function(
-                "() => document.querySelector('#answered-by').innerText.includes('segmenter')",
+                "() => document.querySelector('#answered-by').textContent.includes('segmenter')",
                 timeout=600_000,
             )
             page.wait_for_timeout(1500)  # let any image the page holds be requested

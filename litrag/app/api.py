@@ -52,6 +52,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from litrag.answering.answer_types import Answer, AnswerStream, Source
 from litrag.answering.ask_request import AskRequest, AskRequestError
 from litrag.answering.name_check import UNNAMED_NOTE, dropped_note
+from litrag.app.display import shown_subtitle
 from litrag.app.hosts import LOOPBACK_NAMES, HostCheck
 from litrag.app.service import ChatService, Turn
 
@@ -236,10 +237,12 @@ def split_chat(messages: list[Message]) -> tuple[str, list[Turn]]:
 
 
 def citations(sources: list[Source]) -> str:
-    """The numbered citations appended to the answer text (chapter and block subtitle)."""
+    """The numbered citations appended to the answer text (chapter, and the block's subtitle as
+    a reader is shown it: ``litrag.app.display``)."""
     if not sources:
         return ""
-    return SOURCES_HEAD + "\n".join(s.citation() for s in sources)
+    shown = [s.model_copy(update={"subtitle": shown_subtitle(s)}) for s in sources]
+    return SOURCES_HEAD + "\n".join(s.citation() for s in shown)
 
 
 def error_note(answer: Answer) -> str:

