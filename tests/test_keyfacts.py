@@ -195,8 +195,8 @@ def test_abstention(questions: list[ReaderQuestion]) -> None:
 
 def test_the_products_own_declines_are_abstentions() -> None:
     """What litrag itself says when it does not answer counts as declining."""
-    from litrag.answering.name_check import dropped_note, never_mentioned_text
     from litrag.answering.checks import no_answer_text
+    from litrag.answering.name_check import dropped_note, never_mentioned_text
 
     for limit in (None, 3):
         assert is_abstention(no_answer_text("Emma", limit))
