@@ -36,15 +36,8 @@ def only(rule: str, rooms: tuple[str, ...], allowed: tuple[str, ...]) -> Rule:
     return (
         rule,
         lambda m: within(m, *rooms),
-        lambda t: within(t, "litrag")
-        and t != "litrag"
-        and not within(t, *rooms, *allowed, *FLOOR_ZERO),
+        lambda t: within(t, "litrag") and t != "litrag" and not within(t, *rooms, *allowed),
     )
-
-
-# Beside settings on the lowest floor, importable by every room: the disk checks every writer
-# makes before it writes (a store, an ingest, a model conversion). It imports nothing of litrag.
-FLOOR_ZERO = ("litrag.disk_space",)
 
 
 # The floors, bottom up: settings; segment and models; chunkers; scoring; stores; retrieval;
@@ -54,7 +47,6 @@ BASE = ("litrag.segment", "litrag.chunkers", "litrag.models", "litrag.settings")
 SEARCH = ("litrag.retrieval", "litrag.stores", "litrag.scoring")
 RULES: list[Rule] = [
     only("litrag.settings imports nothing of litrag", ("litrag.settings",), ()),
-    only("litrag.disk_space imports nothing of litrag", ("litrag.disk_space",), ()),
     only(
         "litrag.segment imports nothing of litrag outside litrag.segment",
         ("litrag.segment",),

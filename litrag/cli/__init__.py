@@ -93,7 +93,7 @@ def _known_error(exc: BaseException) -> str | None:
 
     if isinstance(exc, LibraryDamagedError):
         return str(exc)
-    from litrag.disk_space import DiskSpaceError
+    from litrag.models.disk_space import DiskSpaceError
 
     if isinstance(exc, DiskSpaceError):
         return str(exc)

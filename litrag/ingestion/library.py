@@ -25,7 +25,6 @@ from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from tqdm.auto import tqdm
 
 from litrag.chunkers.children import ParagraphAligner, block_children
-from litrag.disk_space import DiskSpaceError
 from litrag.ingestion.book_points import BookScan, book_filter, count_points
 from litrag.ingestion.catalog import text_bytes
 from litrag.ingestion.chapters import split_chapters
@@ -58,6 +57,7 @@ from litrag.ingestion.stages import (
     settings_key,
 )
 from litrag.ingestion.timing import IngestTimer
+from litrag.models.disk_space import DiskSpaceError
 from litrag.narrative.index import index_path, remove_index
 from litrag.segment import LitSegNodeParser
 
@@ -602,7 +602,7 @@ def check_ingest_space(home: Path, text: int, new_stores: int, books: int) -> No
     anything is written, when the disk of ``home`` cannot hold what ingesting ``text`` bytes of
     books writes, and ``new_stores`` new collections on a filesystem that allocates their files
     whole (tmpfs: there a full disk ended the process in a Bus error, exit 135, no message)."""
-    from litrag.disk_space import allocates_eagerly, need_space
+    from litrag.models.disk_space import allocates_eagerly, need_space
     from litrag.stores.edge_open import NEW_STORE_BYTES
 
     need = INDEX_BYTES_PER_TEXT_BYTE * text + LOG_MARGIN

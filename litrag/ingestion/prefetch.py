@@ -85,7 +85,11 @@ class Prefetcher:
             yield file, self.take(file)
 
     def stop(self) -> None:
-        """No more books are started; one being prepared finishes in the background."""
+        """No more books are started; one being prepared finishes in the background. With
+        every book taken the thread is done, and is joined: no thread of the ingest is left
+        while the interpreter shuts down (issue 50, bug 14: a segfault at exit)."""
         with self._cond:
             self._stop = True
             self._cond.notify_all()
+        if self._taken >= len(self._files):
+            self._thread.join()

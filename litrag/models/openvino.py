@@ -126,7 +126,7 @@ def converted_model(model_path: str | Path, cache_dir: str | Path | None = None)
         warnings.simplefilter("ignore")
         without_telemetry()
         graph = openvino.convert_model(model, example_input=example)
-    from litrag.disk_space import DiskSpaceError, free_bytes, is_disk_full, need_space
+    from litrag.models.disk_space import DiskSpaceError, free_bytes, is_disk_full, need_space
 
     # the graph keeps the model's weights in fp16: about half of its fp32 safetensors
     need = sum(f.stat().st_size for f in root.glob("*.safetensors")) // 2 + 8 * 2**20

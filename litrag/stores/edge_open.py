@@ -15,7 +15,7 @@ from pathlib import Path
 
 import qdrant_edge as qe
 
-from litrag.disk_space import allocates_eagerly, need_space
+from litrag.models.disk_space import allocates_eagerly, need_space
 from litrag.stores.edge_schema import (
     CONFIG_FILE,
     PAYLOAD_SCHEMA,
