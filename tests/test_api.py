@@ -37,6 +37,9 @@ from litrag.models.llama_server import openai_like
 from litrag.settings import Settings
 
 KEY = "api-test-key"
+# A plumbing question the test model answers without inventing a name (a draft the name check
+# withdraws is held back from its first unknown name, and then streams in fewer pieces).
+HOME_QUESTION = "Where did Buck live before he was stolen?"
 CURLY = "How did Curly die?"  # The Call of the Wild: Curly is met in ch. 1 and killed in ch. 2
 
 
@@ -409,7 +412,7 @@ def test_streams_a_cited_answer_from_the_local_llm(api, llama_server):
     with the limit at chapter 1 nothing of chapter 2 in the reply."""
     llm = llama_server.llm(max_tokens=48, timeout=600)
     with answering_with(api.service, llm, "SmolLM2 (test llama.cpp)"):
-        chunks = list(ask(api.url, FATHER, stream=True))
+        chunks = list(ask(api.url, HOME_QUESTION, stream=True))
         limited = ask(api.url, CURLY, extra_body={"litrag": {"upto_chapter": 1}}, stream=True)
         limited = list(limited)
     contents = [
