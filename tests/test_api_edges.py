@@ -334,7 +334,7 @@ def test_an_abandoned_stream_closes_the_llms_connection_at_once(api, llama_serve
                         if '"content": "' in line and '"content": ""' not in line:
                             break  # the first words: the reader leaves
                 left.append(time.monotonic())
-                deadline = time.monotonic() + 10
+                deadline = time.monotonic() + 30
                 while "end" not in proxy.chats()[-1] and time.monotonic() < deadline:
                     time.sleep(0.1)
             pid = llama_server._proc.pid
@@ -347,5 +347,7 @@ def test_an_abandoned_stream_closes_the_llms_connection_at_once(api, llama_serve
     assert len(chats) == 4
     for chat, gone in zip(chats, left, strict=True):
         assert "end" in chat, "the LLM's connection stayed open after the client left"
-        assert chat["end"] - gone < 10
+        # ~1-2 s on quiet cores; past 10 s seen once with the cores shared by an LLM benchmark.
+        # Unfixed, the connection stayed open for the life of the process.
+        assert chat["end"] - gone < 30
     assert busy < 1.0, f"llama.cpp kept computing after every client left ({busy:.1f} s of CPU)"

@@ -291,15 +291,18 @@ def test_assets_with_a_real_llm_are_spoiler_safe_through_the_store(
     # counted, never stored; whatever is stored must keep to the limit (the scripted-content
     # tests of the tools cover fuller assets)
     print(f"stored {len(stored)} assets; {summary['unsupported']} items dropped as unsupported")
-    seen = 0
-    for ent in {e for n in stored for e in n.metadata["entities"]}:
-        for node in [assets.profile(book_id, ent, 1), assets.outline(book_id, 1, 1)]:
+    seen = 0  # what the limits let through, at chapter 1 and at 2 (what SmolLM2 stores varies)
+    entities = {e for n in stored for e in n.metadata["entities"]}
+    for limit in (1, 2):
+        outlines = [assets.outline(book_id, c, limit) for c in range(1, limit + 1)]
+        for node in [assets.profile(book_id, ent, limit) for ent in entities] + outlines:
             if node is None:
                 continue
             seen += 1
-            assert node.metadata["chapter_index"] <= 1
-            assert all(chapter_of[b] <= 1 for b in node.metadata["source_blocks"])
-            assert not any(x.strip() and x in node.get_content() for x in later)
+            assert node.metadata["chapter_index"] <= limit
+            assert all(chapter_of[b] <= limit for b in node.metadata["source_blocks"])
+            if limit == 1:
+                assert not any(x.strip() and x in node.get_content() for x in later)
     hits = assets.retriever(book_id, upto_chapter=1).retrieve("Who is Buck?")
     assert all(h.node.metadata["chapter_index"] <= 1 for h in hits)
     assert all(r[3] <= 1 for r in graph_relations(tmp_path, book_id, upto_chapter=1))
