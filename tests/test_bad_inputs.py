@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_integrity import FOOTER, error_line, run
+from test_integrity import FOOTER, error_line, first_chapter, run
 
 from litrag.ingestion.gutenberg import load_book
 
@@ -20,11 +20,7 @@ from litrag.ingestion.gutenberg import load_book
 @pytest.fixture(scope="module")
 def wild(books_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The first chapter of The Call of the Wild, as a Gutenberg file (header kept)."""
-    raw = (books_dir / "pg215_call_of_the_wild.txt").read_bytes().decode("utf-8-sig")
-    raw = raw.replace("\r\n", "\n")
-    path = tmp_path_factory.mktemp("books") / "215-0.txt"
-    path.write_text(raw[: raw.index("\nChapter II.")] + FOOTER, encoding="utf-8")
-    return path
+    return first_chapter(books_dir, tmp_path_factory.mktemp("books") / "215-0.txt")
 
 
 @pytest.fixture

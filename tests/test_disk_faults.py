@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_integrity import first_chapter
 
 ROOT = Path(__file__).resolve().parents[1]
-FOOTER = "\n*** END OF THE PROJECT GUTENBERG EBOOK ***\n"
 
 
 def _namespaces() -> bool:
@@ -36,11 +36,7 @@ pytestmark = pytest.mark.skipif(not _namespaces(), reason="needs `unshare -rm` a
 @pytest.fixture(scope="module")
 def book(books_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The first chapter of The Call of the Wild."""
-    raw = (books_dir / "pg215_call_of_the_wild.txt").read_bytes().decode("utf-8-sig")
-    raw = raw.replace("\r\n", "\n")
-    path = tmp_path_factory.mktemp("books") / "wild.txt"
-    path.write_text(raw[: raw.index("\nChapter II.")] + FOOTER, encoding="utf-8")
-    return path
+    return first_chapter(books_dir, tmp_path_factory.mktemp("books") / "wild.txt")
 
 
 def in_namespace(script: str, tmp_path: Path) -> list[tuple[int, str]]:

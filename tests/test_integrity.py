@@ -26,13 +26,18 @@ FOOTER = "\n*** END OF THE PROJECT GUTENBERG EBOOK ***\n"
 QUESTION = "Who stole Buck from Judge Miller's place?"
 
 
-@pytest.fixture(scope="module")
-def book(books_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def first_chapter(books_dir: Path, path: Path) -> Path:
+    """Write the first chapter of The Call of the Wild to ``path`` as a Gutenberg file (its
+    header kept, the end marker added): a real book that ingests in seconds."""
     raw = (books_dir / "pg215_call_of_the_wild.txt").read_bytes().decode("utf-8-sig")
     raw = raw.replace("\r\n", "\n")
-    path = tmp_path_factory.mktemp("books") / "wild.txt"
     path.write_text(raw[: raw.index("\nChapter II.")] + FOOTER, encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="module")
+def book(books_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return first_chapter(books_dir, tmp_path_factory.mktemp("books") / "wild.txt")
 
 
 def default_sigint() -> None:
