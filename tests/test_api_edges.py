@@ -302,12 +302,6 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 50 bug 10 regressed when the pipeline's held-back stream (issue 49) met the "
-    "cancel fix: the LLM's connection now closes only when its generation ends (~30 s here)",
-)
-@pytest.mark.llm
 def test_an_abandoned_stream_closes_the_llms_connection_at_once(api, llama_server):
     """Bug 10: a client that leaves mid-stream left llama.cpp generating (a core at 98 % for
     ~18 s) and, against an OpenAI-compatible server, sometimes an upstream socket open for good.
@@ -339,7 +333,7 @@ def test_an_abandoned_stream_closes_the_llms_connection_at_once(api, llama_serve
                         if '"content": "' in line and '"content": ""' not in line:
                             break  # the first words: the reader leaves
                 left.append(time.monotonic())
-                deadline = time.monotonic() + 30
+                deadline = time.monotonic() + 60
                 while "end" not in proxy.chats()[-1] and time.monotonic() < deadline:
                     time.sleep(0.1)
             pid = llama_server._proc.pid
@@ -353,6 +347,7 @@ def test_an_abandoned_stream_closes_the_llms_connection_at_once(api, llama_serve
     for chat, gone in zip(chats, left, strict=True):
         assert "end" in chat, "the LLM's connection stayed open after the client left"
         # ~1-2 s on quiet cores; past 10 s seen once with the cores shared by an LLM benchmark.
-        # Unfixed, the connection stayed open for the life of the process.
-        assert chat["end"] - gone < 30
+        # Unfixed, the connection stayed open for the life of the process; with a check holding
+        # the draft back and the worker not told, it closed when generation ended (~30 s).
+        assert chat["end"] - gone < 15
     assert busy < 1.0, f"llama.cpp kept computing after every client left ({busy:.1f} s of CPU)"

@@ -470,6 +470,8 @@ class BookQueryEngine(BaseQueryEngine):
         for piece in pieces:
             if out := gate.feed(piece):
                 yield out
+        if run.left.is_set():  # nobody reads the rest
+            return
         self.check_draft(run, used)
         if run.draft is None and (rest := gate.rest()):
             yield rest
@@ -497,7 +499,7 @@ class BookQueryEngine(BaseQueryEngine):
         context window) sends nothing but says why to a plain request. An empty answer is
         never the answer: it is an error naming the cause."""
         yield from self._pieces(start, run, full)
-        if run.error is not None or run.text.strip():
+        if run.left.is_set() or run.error is not None or run.text.strip():
             return
         base = str(getattr(self.llm, "api_base", "") or "")
         where = f" at {base}" if base else ""
@@ -529,6 +531,9 @@ class BookQueryEngine(BaseQueryEngine):
         try:
             replies = start()  # a generator: the request is sent at its first step
             for r in replies:
+                if run.left.is_set():  # the reader left (AnswerStream.leave): stop generating
+                    close_replies(replies)
+                    return
                 piece = (r.message.content or "") if full else (r.delta or "")
                 if piece:
                     run.text += piece

@@ -6,6 +6,7 @@ reads either the same way, so the CLI, the UI and the eval never know which engi
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -181,6 +182,9 @@ class AnswerRun:
     withheld: list[str] = field(default_factory=list)
     draft: str | None = None  # set when a check withdrew the draft
     checks: list[CheckVerdict] = field(default_factory=list)
+    # Set from any thread when the reader left: the engine stops at the LLM's next token and
+    # closes its connection, even while a worker thread is inside the stream (issue 50, bug 10).
+    left: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     def answer(self, text: str | None = None) -> Answer:
         return Answer(
@@ -266,6 +270,17 @@ class AnswerStream:
                 self._text += piece
                 yield piece
         self._done = True
+
+    def leave(self) -> None:
+        """Say the reader left; safe from any thread, even while another one iterates this
+        stream. The engine stops at the LLM's next token and closes its connection, so a
+        server stops generating although no text was sent that could have shown the client
+        gone (a check may hold the draft back for long)."""
+        self._run.left.set()
+
+    @property
+    def left(self) -> bool:
+        return self._run.left.is_set()
 
     def close(self) -> None:
         """Stop where it is (the reader left): the LLM's stream is closed, and with it its

@@ -32,6 +32,7 @@ answer stream in its thread pool, so the engine needs no async twin.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -39,7 +40,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, Literal
 
 import anyio
@@ -415,7 +416,7 @@ def create_app(
         reply = Reply(chat.model, ask.question, ask.upto_chapter, stream, standalone)
         if chat.stream:
             return ClosingStream(
-                reply.body(service),
+                reply.body(service, request),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
@@ -475,25 +476,45 @@ class Reply:
         body = {**self._head("chat.completion.chunk"), "choices": [choice], **extra}
         return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
-    async def body(self, service: ChatService) -> AsyncIterator[str]:
+    async def body(self, service: ChatService, request: Request) -> AsyncIterator[str]:
         """``events`` for starlette, each chunk computed in a worker thread. When the client
-        leaves, ``ClosingStream`` closes this; ``finally`` then closes the events and the answer
-        stream under them, down to the LLM's HTTP response, so the connection to the server
-        closes and llama.cpp stops generating (it checks after each token)."""
+        leaves, the answer stream is told at once (``AnswerStream.leave``: the engine stops at
+        the LLM's next token and closes its connection, so llama.cpp stops generating); then
+        the events and the stream under them are closed, once the worker is out of them."""
         events = self.events(service)
-        done = object()
-        try:
-            while (chunk := await anyio.to_thread.run_sync(next, events, done)) is not done:
-                yield chunk  # type: ignore[misc]
-        finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._close, events)
+        busy = threading.Lock()  # a generator cannot be closed while a worker runs it
 
-    def _close(self, events: Iterator[str]) -> None:
-        close = getattr(events, "close", None)
-        if close is not None:
-            close()
-        self.stream.close()
+        def step() -> str | None:
+            with busy:
+                return next(events, None)
+
+        try:
+            while (chunk := await self._next(step, request)) is not None:
+                yield chunk
+        finally:
+            self.stream.leave()  # a no-op on a finished stream
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._close, events, busy)
+
+    async def _next(self, step: Callable[[], str | None], request: Request) -> str | None:
+        """The next chunk. Why not ``anyio.to_thread.run_sync``: its cancellation waits for
+        the thread, and a check may hold the draft back for long, so no chunk is sent that
+        would show the client gone and starlette's cancel would wait with it; here the wait
+        ends at once, and while it lasts the client is asked every half second if it left."""
+        work = asyncio.get_running_loop().run_in_executor(None, step)
+        while True:
+            finished, _ = await asyncio.wait({work}, timeout=0.5)
+            if finished:
+                return work.result()
+            if await request.is_disconnected():
+                self.stream.leave()
+
+    def _close(self, events: Iterator[str], busy: threading.Lock) -> None:
+        with busy:
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
+            self.stream.close()
 
     def events(self, service: ChatService) -> Iterator[str]:
         """SSE chunks: the text as it comes (an LLM's draft as far as the engine's checks let it
@@ -507,6 +528,8 @@ class Reply:
             if piece:
                 yield self._chunk({"content": piece})
                 sent += piece
+        if self.stream.left:  # nobody to send the rest to
+            return
         answer = service.finished(self.stream, self.question, self.standalone)
         rest = ""  # the draft stands: the stream sent all of it
         if answer.draft is not None:  # withdrawn: what was sent holds nothing a check found
