@@ -66,7 +66,7 @@ def bench_tokenizer(vocab_size: int = 16000) -> Any:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from litrag.models.rerankers import ASSISTANT_SUFFIX, LITERARY_INSTRUCTION, SYSTEM_PREFIX
+    from litrag.models.qwen3_rerank import ASSISTANT_SUFFIX, LITERARY_INSTRUCTION, SYSTEM_PREFIX
 
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -95,7 +95,8 @@ def random_reranker(shape: str, tokenizer: Any, args: argparse.Namespace) -> Any
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from litrag.models.rerankers import Qwen3Reranker, resolve_device, resolve_dtype
+    from litrag.models.qwen3_rerank import resolve_device, resolve_dtype
+    from litrag.retrieval.rerank import Qwen3Reranker
 
     fields = dict(SHAPES[shape])
     fields["vocab_size"] = max(fields["vocab_size"], len(tokenizer))
@@ -165,7 +166,8 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
 
-    from litrag.models.rerankers import Qwen3Reranker, resolve_device
+    from litrag.models.qwen3_rerank import resolve_device
+    from litrag.retrieval.rerank import Qwen3Reranker
 
     if args.threads:
         torch.set_num_threads(args.threads)

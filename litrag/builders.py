@@ -367,7 +367,7 @@ def build_lazy_local_llm(
 
 def build_reranker(model_path: str | Path, **kwargs: Any) -> BaseNodePostprocessor:
     """The Qwen3 reranker (transformers) from a local model folder."""
-    from litrag.models.rerankers import Qwen3Reranker
+    from litrag.retrieval.rerank import Qwen3Reranker
 
     return Qwen3Reranker(model_path=str(model_path), **kwargs)
 
@@ -375,7 +375,7 @@ def build_reranker(model_path: str | Path, **kwargs: Any) -> BaseNodePostprocess
 def build_served_reranker(s: Settings, top_n: int) -> BaseNodePostprocessor:
     """The ``/rerank`` server at ``LITRAG_RERANK_URL``. Nothing is asked of it here: a dead or
     stalled server costs each question one warning and the fused order, not the answer."""
-    from litrag.models.served_rerank import ServedReranker
+    from litrag.retrieval.rerank import ServedReranker
 
     assert s.rerank_url
     return ServedReranker(

@@ -138,7 +138,7 @@ if [ -n "$embed_model$rerank_model" ]; then
 import os, statistics, time
 from litrag.ingestion.gutenberg import load_book
 from litrag.models.served_embeddings import ServedEmbedding
-from litrag.models.served_rerank import ServedReranker
+from litrag.retrieval.rerank import ServedReranker
 
 key = os.environ["LITRAG_LLM_API_KEY"]
 text = load_book("litrag/data/pg215_call_of_the_wild.txt").text

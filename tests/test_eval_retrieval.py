@@ -307,7 +307,7 @@ def tiny_qwen3_reranker(folder: Path) -> Path:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
-    from litrag.models.rerankers import ASSISTANT_SUFFIX, LITERARY_INSTRUCTION, SYSTEM_PREFIX
+    from litrag.models.qwen3_rerank import ASSISTANT_SUFFIX, LITERARY_INSTRUCTION, SYSTEM_PREFIX
 
     questions = [q["question"] for q in QUESTIONS]
     corpus = [SYSTEM_PREFIX + ASSISTANT_SUFFIX, LITERARY_INSTRUCTION, "yes no", *questions]

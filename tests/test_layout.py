@@ -364,6 +364,7 @@ MODEL_CONSTRUCTORS = {
     "VllmServer",
     "VllmChatServer",
     "Qwen3Reranker",
+    "Qwen3RerankModel",
     "server_llm",
     "in_process_vllm",
     "openai_like",

@@ -14,7 +14,7 @@ transformers = pytest.importorskip("transformers")
 
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode  # noqa: E402
 
-from litrag.models.rerankers import Qwen3Reranker  # noqa: E402
+from litrag.retrieval.rerank import Qwen3Reranker  # noqa: E402
 
 EXPECTED_PREFIX = (
     "<|im_start|>system\n"

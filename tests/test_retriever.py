@@ -271,6 +271,33 @@ def test_paper_preset_reranks_the_union(store, embed, books):
     assert "reranked by RecordingReranker" in r.describe()
 
 
+def test_a_users_postprocessor_sees_only_spoiler_safe_candidates(store, embed, books, chapters_of):
+    """Any LlamaIndex node postprocessor plugs in as ``reranker``: it is handed ``candidates``
+    (the fused list already inside the spoiler limit, with its order and retrieval scores), and
+    its own order, cut to ``top_k``, is the retrieval."""
+    q = QueryBundle("Curly is killed by the huskies and Spitz laughs")  # chapter 2 of the Wild
+    paper = RetrievalSettings.from_preset("paper")
+
+    def chapters(nodes: list[NodeWithScore]) -> set[tuple[str, int]]:
+        books_of = [n.node.metadata["book_id"] for n in nodes]
+        return {(b, chapters_of[b][n.node.node_id]) for b, n in zip(books_of, nodes, strict=True)}
+
+    unlimited = retriever(
+        store, embed, books, [ALICE, WILD], None, paper, reranker=RecordingReranker()
+    )
+    assert (WILD, 2) in chapters(unlimited.candidates(q))  # the limit below has work to do
+    rr = RecordingReranker()
+    r = retriever(store, embed, books, [ALICE, WILD], {WILD: 1, ALICE: 1}, paper, reranker=rr)
+    got = r.retrieve(q)
+    assert rr.seen and chapters(rr.seen) <= {(ALICE, 1), (WILD, 1)}
+    assert [(n.node.node_id, n.score) for n in rr.seen] == [
+        (n.node.node_id, n.score) for n in r.candidates(q)
+    ]
+    by_length = sorted(rr.seen, key=lambda n: len(n.node.get_content()))
+    assert [n.node.node_id for n in got] == [n.node.node_id for n in by_length[: paper.top_k]]
+    assert [n.score for n in got] == [-float(i) for i in range(paper.top_k)]  # the reranker's
+
+
 @pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
 def test_same_limits_on_a_qdrant_server_store(store, embed, books, chapters_of, tmp_path):
     """LlamaIndex's QdrantVectorStore (what QDRANT_URL gives) obeys the same nested filters."""

@@ -32,7 +32,7 @@ from scripted_llm import send_json
 from test_retriever import WILD, ingested_shelf
 
 from litrag.builders import build_query_engine
-from litrag.models.served_rerank import ServedReranker
+from litrag.retrieval.rerank import ServedReranker
 from litrag.settings import Settings, SettingsError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -223,7 +223,7 @@ def test_a_dead_server_keeps_the_fused_order_with_one_warning(home, fused, caplo
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     engine = build_query_engine(Settings(home=home, rerank_url=url, rerank_candidates=7), WILD)
     try:
-        with caplog.at_level("WARNING", logger="litrag.models.served_rerank"):
+        with caplog.at_level("WARNING", logger="litrag.retrieval.rerank"):
             answer = engine.ask(QUESTION).answer()
             assert len(caplog.records) == 1  # one line a question
             ranked = engine.retriever.retrieve(QUESTION)
@@ -289,7 +289,7 @@ def test_a_failing_or_malformed_reply_keeps_the_order_with_one_warning(
 ) -> None:
     with scripted(code, reply) as url:
         reranker = ServedReranker(url=url, model="m", top_n=2)
-        with caplog.at_level("WARNING", logger="litrag.models.served_rerank"):
+        with caplog.at_level("WARNING", logger="litrag.retrieval.rerank"):
             kept = reranker.postprocess_nodes(NODES, query_str="q")
         assert [n.node.node_id for n in kept] == ["n0", "n1"]
         assert len(caplog.records) == 1

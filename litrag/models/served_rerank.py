@@ -1,5 +1,6 @@
-"""Reranking by a served model: the Cohere/Jina ``/rerank`` schema that ``vllm serve
-Qwen/Qwen3-Reranker-8B``, llama.cpp's ``llama-server --reranking`` and infinity all speak.
+"""The client of a served reranker: the Cohere/Jina ``/rerank`` schema that ``vllm serve
+Qwen/Qwen3-Reranker-8B``, llama.cpp's ``llama-server --reranking`` and infinity all speak. The node
+postprocessor that ranks retrieved nodes with it is ``litrag.retrieval.rerank.ServedReranker``.
 
 ``POST {LITRAG_RERANK_URL}/rerank`` with ``{"model", "query", "documents": [...], "top_n"}``
 answers ``{"results": [{"index", "relevance_score"}, ...]}``. ``LITRAG_RERANK_URL`` is the
@@ -14,81 +15,42 @@ reranker is the opposite of each: a time budget, and any failure (stalled, refus
 error, a malformed reply) costing one warning line and the fused order, never the answer.
 ``CohereRerank`` goes through the cohere SDK (its own paths and schema version), the TEI one
 speaks TEI's other schema (``texts``, ``score``).
-
-What is sent: each candidate block's text as the answering LLM reads it (``MetadataMode.LLM``:
-chapter title, book, the block), not the paragraph child that ranked it (``retrieval.evidence``).
-The child was chosen by the first stage (MiniLM and BM25), whose mistakes the reranker is there
-to correct: a block whose answering paragraph is not its best-scored child would be judged on the
-wrong paragraph and sink. The block is also what the LLM reads, so its score is the score of the
-reader's evidence. The cost is length: 20 blocks of a few hundred words each are ~10k tokens per
-question, one batch for a served 0.6-8B cross-encoder on a GPU (Qwen3-Reranker reads 8k tokens a
-pair; the paper reranks whole LitSeg blocks).
 """
 
 from __future__ import annotations
 
-import logging
 import math
 
 import httpx
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
-from llama_index.core.callbacks import CBEventType, EventPayload
-from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
-from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from litrag.models.served import ModelListError, listed_models, only_model
-
-logger = logging.getLogger(__name__)
-dispatcher = get_dispatcher(__name__)
 
 
 class ServedRerankError(RuntimeError):
     """The rerank server gave no usable ranking; the message is one line naming it and why."""
 
 
-class ServedReranker(BaseNodePostprocessor):
-    """Rerank nodes by a ``/rerank`` server's ``relevance_score``; keep the best ``top_n``.
+class ServedRerankClient:
+    """Scores documents for a query at a ``/rerank`` server (``url`` is its ``/v1`` base).
 
-    A failed call keeps the nodes in the order given (the fused order) and logs one warning
-    naming the server and the cause: reranking improves an answer, it must never lose one.
+    ``model`` None: the server's only model, asked once. ``timeout``: seconds to connect, and to
+    wait for the reply's bytes (httpx's timeout for each phase).
     """
 
-    url: str = Field(description="The server's /v1 base; requests go to {url}/rerank.")
-    model: str | None = Field(
-        default=None, description="The served model's name; None: the server's only model."
-    )
-    api_key: str | None = Field(
-        default=None, exclude=True, repr=False, description="Sent as a Bearer token."
-    )
-    top_n: int | None = Field(
-        default=5, ge=1, description="Nodes kept after reranking; None keeps all."
-    )
-    timeout: float = Field(
-        default=10.0,
-        gt=0,
-        description="Seconds to connect, and to wait for the reply's bytes, before the fused "
-        "order is kept (httpx's timeout for each phase).",
-    )
-    metadata_mode: MetadataMode = Field(
-        default=MetadataMode.LLM,
-        description="Which view of a node is sent: LLM (what the answering model reads), EMBED, "
-        "ALL or NONE (text only).",
-    )
-
-    _client: httpx.Client | None = PrivateAttr(default=None)
-    _served_model: str | None = PrivateAttr(default=None)
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "LitragServedReranker"
+    def __init__(
+        self, url: str, model: str | None = None, api_key: str | None = None, timeout: float = 10.0
+    ) -> None:
+        self.url = url
+        self.model = model
+        self.api_key = api_key
+        self.timeout = timeout
+        self._client: httpx.Client | None = None
+        self._served_model: str | None = None
 
     def describe(self) -> str:
         """``MODEL at URL``: the retrieval line ``litrag ask`` prints names the reranker so."""
         return f"{self.model or self._served_model or 'the served reranker'} at {self.url}"
 
-    # ------------------------------------------------------------------ the calls
     def _http(self) -> httpx.Client:
         if self._client is None:
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -151,46 +113,6 @@ class ServedReranker(BaseNodePostprocessor):
         if self._client is not None:
             self._client.close()
             self._client = None
-
-    # ------------------------------------------------------------------ the postprocessor
-    def _postprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
-    ) -> list[NodeWithScore]:
-        if query_bundle is None:
-            raise ValueError("ServedReranker needs the query (query_bundle)")
-        keep = self.top_n if self.top_n is not None else len(nodes)
-        dispatcher.event(
-            ReRankStartEvent(
-                query=query_bundle, nodes=nodes, top_n=keep, model_name=self.describe()
-            )
-        )
-        if not nodes:
-            dispatcher.event(ReRankEndEvent(nodes=[]))
-            return []
-        with self.callback_manager.event(
-            CBEventType.RERANKING,
-            payload={
-                EventPayload.NODES: nodes,
-                EventPayload.MODEL_NAME: self.describe(),
-                EventPayload.QUERY_STR: query_bundle.query_str,
-                EventPayload.TOP_K: self.top_n,
-            },
-        ) as event:
-            docs = [n.node.get_content(metadata_mode=self.metadata_mode) for n in nodes]
-            try:
-                ranked = self.rank(query_bundle.query_str, docs, keep)
-            except ServedRerankError as exc:
-                logger.warning(
-                    "warning: the reranker at %s failed, the passages keep the fused order (%s)",
-                    self.url,
-                    exc,
-                )
-                kept = nodes[:keep]
-            else:
-                kept = [NodeWithScore(node=nodes[i].node, score=s) for i, s in ranked[:keep]]
-            event.on_end(payload={EventPayload.NODES: kept})
-        dispatcher.event(ReRankEndEvent(nodes=kept))
-        return kept
 
 
 def _results(reply: httpx.Response, where: str, count: int) -> list[tuple]:

@@ -1,3 +1,3 @@
-"""Retrieval: the book retriever (blocks ranked through their paragraph children) and the
-evidence each hit carries.
+"""Retrieval: the book retriever (blocks ranked through their paragraph children), the rerankers
+(node postprocessors run on its spoiler-safe candidates) and the evidence each hit carries.
 """

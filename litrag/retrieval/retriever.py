@@ -17,7 +17,7 @@ Two presets:
   BM25 0.783, alpha 0.1 0.789, 0.2 0.789, 0.3 0.794, 0.5 0.789; MRR 0.689, 0.687, 0.679, 0.671,
   0.577. The five blocks the LLM reads are what matter here, so 0.3 (best Hit@5) is the default.
 - ``paper``: the LitSeg paper's candidates, dense top 18 ∪ BM25 top 2 (``candidates`` 20 keeps the
-  whole union), then a reranker (e.g. ``Qwen3Reranker``) to the top 5.
+  whole union), then a reranker (e.g. ``retrieval.rerank.Qwen3Reranker``) to the top 5.
 """
 
 from __future__ import annotations
@@ -296,8 +296,9 @@ class BookRetriever(BaseRetriever):
 
     ``books`` (``{book_id: title}``, e.g. from ``loaded_books(Library.read_registry(home))``)
     makes unknown ids fail early with the list of loaded books; without it any id is queried.
-    ``reranker`` is any LlamaIndex node postprocessor; it sees the fused candidates and its
-    order is kept, cut to ``settings.top_k``.
+    ``reranker`` is any LlamaIndex node postprocessor (``litrag.retrieval.rerank`` holds ours);
+    it sees ``candidates``, the fused candidates already inside the spoiler limit, and its order
+    is kept, cut to ``settings.top_k``.
     """
 
     def __init__(
@@ -501,8 +502,11 @@ class BookRetriever(BaseRetriever):
             return self.vector_store.get_nodes(node_ids=node_ids, with_vectors=False)
         return self.vector_store.get_nodes(node_ids=node_ids)
 
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        question = query_bundle.query_str.strip()
+    def candidates(self, query: QueryBundle | str) -> list[NodeWithScore]:
+        """The fused candidates for the question, best first, none past the spoiler limit: what
+        the reranker sees (``candidate_count`` of them at most), with their retrieval scores."""
+        text = query if isinstance(query, str) else query.query_str
+        question = text.strip()
         if not question:
             raise ValueError("the question is empty")
         if self.through_children:
@@ -516,6 +520,14 @@ class BookRetriever(BaseRetriever):
         kept = [n for n in kept if within_limit(n.node, self.upto_chapter)]
         if len(kept) != len(nodes):
             logger.error("the store returned %d blocks outside the filter", len(nodes) - len(kept))
+        return kept
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        """The pipeline: ``candidates`` (spoiler-safe), then the reranker (any node
+        postprocessor), then the first ``top_k``. The reranker runs here, not in the query
+        engine's postprocessors, because every caller of the retriever (the answer engine, the
+        narrative tools' steered retrievers, evaluation) must get the same reranked top_k."""
+        kept = self.candidates(query_bundle)
         if self.reranker is not None and kept:
             kept = self.reranker.postprocess_nodes(kept, query_bundle=query_bundle)
         return kept[: self.settings.top_k]
