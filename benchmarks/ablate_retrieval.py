@@ -61,7 +61,7 @@ GROUPS = (
     Group("no subtitle", ("litseg-offline",), view="nosubtitle"),
     Group("one dense vector per block", ("litseg-offline", "paragraphs"), dense_vectors="block"),
 )
-MODES = parse_modes(["dense", "bm25", "hybrid"], ["rsf", "rrf"], [0.2, 0.3, 0.5])
+MODES = parse_modes(["dense", "bm25", "hybrid"], [0.2, 0.3, 0.5])
 
 
 def _f(x: float) -> str:

@@ -110,7 +110,7 @@ def test_harness_runs_the_llm_chunkers(data: Path, tmp_path: Path, minilm) -> No
     cache = EmbeddingCache(tmp_path / "embeddings.sqlite")
     llm = ScriptedLLM([scripted] * 400)
     setup = ChunkerLLM(llm, identity="scripted-llm", workers=2, max_retries=1)
-    modes = parse_modes(["bm25", "hybrid"], ["rrf"])
+    modes = parse_modes(["bm25", "hybrid"], [0.5])
     run = evaluate_retrieval(
         qs,
         data,

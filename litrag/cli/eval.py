@@ -71,11 +71,7 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
             questions = [q for q in questions if any(w in q.book_file for w in wanted)]
             if not questions:
                 raise ValueError(f"no question of {qfile} is about --only-books {args.only_books}")
-        modes = parse_modes(
-            kinds,
-            args.fusion.split(","),
-            _alphas(args.alpha),
-        )
+        modes = parse_modes(kinds, _alphas(args.alpha))
         setup = None
         if wants_llm:
             llm, identity, path = llm_from_args(args), "", None
@@ -290,7 +286,7 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
             check_section(args.section)
         if not split:
             raise ValueError("--split names the books of half A, e.g. pg11,pg84,pg215")
-        modes = parse_modes(args.modes.split(","), args.fusion.split(","), _alphas(args.alpha))
+        modes = parse_modes(args.modes.split(","), _alphas(args.alpha))
         paths = [public_file, *args.heldout]
         loaded = [load_questions(path) for path in paths]  # a bad file stops before any run
         for path, questions in zip(paths, loaded, strict=True):
@@ -380,11 +376,6 @@ def add_parsers(sub: Any) -> None:
         "--modes",
         default="dense,bm25,hybrid",
         help="dense, bm25, hybrid, hybrid+rerank (added by --reranker)",
-    )
-    er.add_argument(
-        "--fusion",
-        default="rsf,rrf",
-        help="hybrid fusions: rsf (relative score), rrf",
     )
     er.add_argument(
         "--alpha", default="0.3,0.5", help="dense weight(s) in hybrid (0.3: the embedded preset)"
@@ -487,7 +478,6 @@ def add_parsers(sub: Any) -> None:
         "paragraphs@WORDS; small-to-big: CHUNKER>paragraphs, CHUNKER>aligned)",
     )
     eh.add_argument("--modes", default="dense,bm25,hybrid", help="as `eval retrieval`")
-    eh.add_argument("--fusion", default="rsf", help="hybrid fusions: rsf, rrf")
     eh.add_argument("--alpha", default="0.3", help="dense weight(s) in hybrid (0.3: the library's)")
     eh.add_argument("--top-k", type=int, default=DEFAULT_TOP_K)
     eh.add_argument("--view", choices=["embed", "text", "nosubtitle"], default="embed")

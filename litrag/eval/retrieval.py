@@ -8,8 +8,8 @@ over that book's chunks) in each mode:
 
 - ``dense``: cosine over the dense vectors;
 - ``bm25``: sparse BM25 (Snowball stems), ``avg_len`` fitted to the book's chunks by default;
-- ``hybrid-rsf a=A``: LlamaIndex's relative-score fusion, ``A`` weighting dense;
-- ``hybrid-rrf a=A``: reciprocal-rank fusion (k=60), ``A`` weighting dense;
+- ``hybrid-rsf a=A``: LlamaIndex's relative-score fusion, ``A`` weighting dense (the only
+  fusion: reciprocal-rank fusion lost on every set and was deleted, docs/lab/);
 - ``hybrid-… +rerank``: that hybrid list reordered by a reranker (``Qwen3Reranker``), only when
   one is given.
 
@@ -65,7 +65,6 @@ from litrag.eval.registry import (
     slug,
 )
 from litrag.eval.spans import normalize
-from litrag.scoring.fusion import Fusion
 from litrag.scoring.window_bm25 import DEFAULT_POOL
 from litrag.scoring.windows import SentenceWindowEncoder
 
@@ -81,41 +80,29 @@ Say = Callable[[str], None]
 # --------------------------------------------------------------------------------- modes
 @dataclass(frozen=True)
 class Mode:
-    """A retrieval mode: dense, bm25, or hybrid with a fusion and the dense weight ``alpha``;
-    ``rerank`` is that hybrid list reordered by a reranker."""
+    """A retrieval mode: dense, bm25, or hybrid (relative-score fusion) with the dense weight
+    ``alpha``; ``rerank`` is that hybrid list reordered by a reranker."""
 
     kind: Literal["dense", "bm25", "hybrid", "rerank"]
-    fusion: Literal["rsf", "rrf"] | None = None
     alpha: float | None = None
 
     @property
     def name(self) -> str:
         if self.kind in ("dense", "bm25"):
             return self.kind
-        hybrid = f"hybrid-{self.fusion} a={self.alpha:g}"
+        hybrid = f"hybrid-rsf a={self.alpha:g}"
         return hybrid + "+rerank" if self.kind == "rerank" else hybrid
 
 
-# The store's name of each harness fusion (rsf is LlamaIndex's "relative_score").
-_STORE_FUSION: dict[str, Fusion] = {"rsf": "relative_score", "rrf": "rrf"}
-
-
-def parse_modes(
-    kinds: Sequence[str],
-    fusions: Sequence[str] = ("rsf", "rrf"),
-    alphas: Sequence[float] = (DEFAULT_ALPHA,),
-) -> list[Mode]:
-    """Modes from CLI lists; ``hybrid`` and ``hybrid+rerank`` expand to every fusion x alpha."""
+def parse_modes(kinds: Sequence[str], alphas: Sequence[float] = (DEFAULT_ALPHA,)) -> list[Mode]:
+    """Modes from CLI lists; ``hybrid`` and ``hybrid+rerank`` expand to every alpha."""
     out: list[Mode] = []
     for kind in kinds:
         if kind in ("dense", "bm25"):
             out.append(Mode(kind))  # type: ignore[arg-type]
         elif kind in ("hybrid", "hybrid+rerank"):
-            for fusion in fusions:
-                if fusion not in _STORE_FUSION:
-                    raise ValueError(f"unknown fusion {fusion!r} ({', '.join(_STORE_FUSION)})")
-                k = "hybrid" if kind == "hybrid" else "rerank"
-                out.extend(Mode(k, fusion, float(a)) for a in alphas)  # type: ignore[arg-type]
+            k = "hybrid" if kind == "hybrid" else "rerank"
+            out.extend(Mode(k, float(a)) for a in alphas)  # type: ignore[arg-type]
         else:
             raise ValueError(f"unknown mode {kind!r} (dense, bm25, hybrid, hybrid+rerank)")
     return out
@@ -392,7 +379,6 @@ def evaluate_chunker(
                 spans_total += len(needles)
                 spans_split += sum(not any(nd in c for c in norm) for nd in needles)
                 for mode in modes:
-                    store.hybrid_fusion = _STORE_FUSION.get(mode.fusion or "", "relative_score")
                     asked = _query(mode, q.question, qvec.tolist(), book.book_id, top_k, cand)
                     if spec.children:  # rank the children, collapse them to their blocks
                         res = store.query(_child_query(asked, mode, cand))

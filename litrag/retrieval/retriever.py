@@ -13,7 +13,7 @@ Two presets:
   six-book question set BM25 alone beats equal-weight fusion for every chunker, as the rows
   below show), so fusion leans on BM25 (``alpha`` 0.3)
   and no reranker runs; top 5. Measured on the six-book question set (LitSeg offline blocks,
-  ``litrag eval retrieval --modes bm25,hybrid --fusion rsf --alpha 0.1,0.2,0.3,0.5``): Hit@5
+  ``litrag eval retrieval --modes bm25,hybrid --alpha 0.1,0.2,0.3,0.5``): Hit@5
   BM25 0.783, alpha 0.1 0.789, 0.2 0.789, 0.3 0.794, 0.5 0.789; MRR 0.689, 0.687, 0.679, 0.671,
   0.577. The five blocks the LLM reads are what matter here, so 0.3 (best Hit@5) is the default.
 - ``paper``: the LitSeg paper's candidates, dense top 18 ∪ BM25 top 2 (``candidates`` 20 keeps the

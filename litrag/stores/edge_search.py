@@ -30,7 +30,7 @@ from llama_index.core.vector_stores.types import (
 )
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-from litrag.scoring.fusion import Fusion, fuse_ranked
+from litrag.scoring.fusion import fuse_ranked
 from litrag.scoring.window_bm25 import WindowKind, rescore
 from litrag.stores.edge_filters import match_any, metadata_filters_to_edge
 from litrag.stores.edge_points import (
@@ -80,8 +80,8 @@ def filter_key(query: VectorStoreQuery) -> Hashable:
 @dataclass(frozen=True)
 class EdgeSearch:
     """One open shard with the store's query settings (see ``QdrantEdgeVectorStore``'s fields).
-    ``fusion`` names the built-in ``fuse`` (ids are then fused before any node is decoded);
-    None for a caller's own function."""
+    ``own_fusion``: ``fuse`` is the built-in relative-score fusion (ids are then fused before
+    any node is decoded); False for a caller's own function."""
 
     shard: qe.EdgeShard
     config: EdgeStoreConfig
@@ -92,8 +92,7 @@ class EdgeSearch:
     window_weight: float
     window_kind: WindowKind
     window_pool: int
-    fusion: Fusion | None = "relative_score"
-    rrf_k: int = 60
+    own_fusion: bool = True
     idf_cache: IdfCache | None = None
 
     def run(self, query: VectorStoreQuery, kwargs: Mapping[str, Any]) -> VectorStoreQueryResult:
@@ -120,7 +119,7 @@ class EdgeSearch:
     ) -> list[Hit]:
         """What ``run`` returns, as point ids, scores (the same) and the payload ``keys``,
         without decoding a node."""
-        if self.fusion is None and query.mode == VectorStoreQueryMode.HYBRID:
+        if not self.own_fusion and query.mode == VectorStoreQueryMode.HYBRID:
             res = self.run(query, kwargs)  # a caller's fusion takes results with nodes
             return [
                 Hit(
@@ -137,10 +136,8 @@ class EdgeSearch:
         fused = fuse_ranked(
             [(h.id, h.score) for h in dense],
             [(h.id, h.score) for h in sparse],
-            fusion=self.fusion or "relative_score",
             alpha=_alpha(query),
             top_k=query.hybrid_top_k or query.similarity_top_k,
-            k=self.rrf_k,
         )
         return [Hit(pid, score, by_id[pid].payload) for pid, score in fused]
 

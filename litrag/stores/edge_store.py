@@ -28,7 +28,6 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -43,11 +42,7 @@ from llama_index.core.vector_stores.types import (
 )
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-from litrag.scoring.fusion import (
-    Fusion,
-    reciprocal_rank_fusion,
-    relative_score_fusion,
-)
+from litrag.scoring.fusion import relative_score_fusion
 from litrag.scoring.kept_terms import pack_terms
 from litrag.scoring.window_bm25 import DEFAULT_POOL, WindowKind, sentence_terms
 from litrag.stores.edge_filters import metadata_filters_to_edge
@@ -126,13 +121,6 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             "128, 0.99 at 256, 0.999 exact. Per query: search_params={'hnsw_ef'|'exact': ...}."
         ),
     )
-    hybrid_fusion: Fusion = Field(
-        default="relative_score",
-        description=(
-            "Hybrid fusion: LlamaIndex's relative-score fusion (default) or reciprocal-rank fusion."
-        ),
-    )
-    rrf_k: int = Field(default=60, description="k of reciprocal-rank fusion.")
     sparse_idf_scope: Literal["collection", "filter"] = Field(
         default="collection",
         description=(
@@ -537,24 +525,17 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
     def _search(self) -> EdgeSearch:
         """The open shard with this store's query settings as they are now."""
         assert self._shard is not None
-        fuse: HybridFusionCallable = relative_score_fusion
-        fusion: Fusion | None = "relative_score"
-        if self._fusion_fn is not None:
-            fuse, fusion = self._fusion_fn, None
-        elif self.hybrid_fusion == "rrf":
-            fuse, fusion = partial(reciprocal_rank_fusion, k=self.rrf_k), "rrf"
         return EdgeSearch(
             shard=self._shard,
             config=self.config,
             sparse_query_fn=self._sparse_query_fn,
-            fuse=fuse,
+            fuse=self._fusion_fn or relative_score_fusion,
             hnsw_ef=self.hnsw_ef,
             idf_scope=self.sparse_idf_scope,
             window_weight=self.sparse_window_weight,
             window_kind=self.sparse_window_kind,
             window_pool=self.sparse_window_pool,
-            fusion=fusion,
-            rrf_k=self.rrf_k,
+            own_fusion=self._fusion_fn is None,
             idf_cache=self._idf_cache,
         )
 

@@ -30,7 +30,6 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from functools import partial
 from typing import Any, ClassVar, Literal
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -44,11 +43,7 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_
 from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import models
 
-from litrag.scoring.fusion import (
-    Fusion,
-    reciprocal_rank_fusion,
-    relative_score_fusion,
-)
+from litrag.scoring.fusion import relative_score_fusion
 from litrag.scoring.kept_terms import pack_terms
 from litrag.scoring.window_bm25 import DEFAULT_POOL, WindowKind, rescore, sentence_terms
 from litrag.stores.edge_points import (
@@ -116,9 +111,6 @@ class QdrantServerStore(QdrantVectorStore):
     sparse_window_pool: int = Field(
         default=DEFAULT_POOL, ge=1, description="BM25 candidates re-scored by their windows."
     )
-    hybrid_fusion: Fusion = Field(
-        default="relative_score", description="As QdrantEdgeVectorStore.hybrid_fusion."
-    )
     shard_by_book: bool = Field(
         default=False, description="Custom sharding: one shard key per book (or book group)."
     )
@@ -145,7 +137,6 @@ class QdrantServerStore(QdrantVectorStore):
         sparse_window_weight: float = 0.0,
         sparse_window_kind: WindowKind = "sentences",
         sparse_window_pool: int = DEFAULT_POOL,
-        hybrid_fusion: Fusion = "relative_score",
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -170,7 +161,6 @@ class QdrantServerStore(QdrantVectorStore):
         self.sparse_window_weight = sparse_window_weight
         self.sparse_window_kind = sparse_window_kind
         self.sparse_window_pool = sparse_window_pool
-        self.hybrid_fusion = hybrid_fusion
         if self._collection_initialized:
             self._read_collection()
 
@@ -401,10 +391,7 @@ class QdrantServerStore(QdrantVectorStore):
         """
         if not self._collection_initialized:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-        fuse = relative_score_fusion
-        if self.hybrid_fusion == "rrf":
-            fuse = partial(reciprocal_rank_fusion, k=60)
-        return ServerSearch(self, fuse).run(query, kwargs)
+        return ServerSearch(self, relative_score_fusion).run(query, kwargs)
 
     def query_filter(self, query: VectorStoreQuery) -> models.Filter | None:
         """The query's doc ids, node ids and metadata filters as one filter (node ids mapped to
