@@ -121,7 +121,6 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
             embed_model=args.embed_model,
             bm25_avg_len=args.bm25_avg_len,
             bm25_windows=args.bm25_windows,
-            bm25_window_kind=args.bm25_window_kind,
             intrinsic=not args.no_intrinsic,
             llm=setup,
             reranker=reranker,
@@ -303,7 +302,6 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
                 dense_vectors=args.dense_vectors,
                 embed_model=args.embed_model,
                 bm25_windows=args.bm25_windows,
-                bm25_window_kind=args.bm25_window_kind,
                 intrinsic=False,
                 say=say,
             )
@@ -333,12 +331,6 @@ BM25_WINDOWS_HELP = (
 EMBED_MODEL_HELP = (
     "the dense embedder: minilm (packaged, windowed; default), nomic (nomic-embed-text-v1.5, "
     "the quality preset: needs litrag[quality]) or a sentence-transformers folder"
-)
-
-
-BM25_WINDOW_KIND_HELP = (
-    "what a chunk's best BM25 piece is: a 3-sentence window, or a paragraph child (the "
-    "paragraph chunker's <= 200-word pieces of it); default: the library's"
 )
 
 
@@ -399,9 +391,6 @@ def add_parsers(sub: Any) -> None:
     er.add_argument("--embed-model", default="minilm", help=EMBED_MODEL_HELP)
     er.add_argument("--bm25-avg-len", type=float, help="fixed BM25 avg_len (default: per book)")
     er.add_argument("--bm25-windows", type=_unit_float, help=BM25_WINDOWS_HELP)
-    er.add_argument(
-        "--bm25-window-kind", choices=["sentences", "paragraphs"], help=BM25_WINDOW_KIND_HELP
-    )
     er.add_argument("--no-intrinsic", action="store_true", help="skip the boundary metric")
     er.add_argument("--cache-dir", type=Path, help="default: $LITRAG_HOME/eval-cache")
     er.add_argument("--out", type=Path, help="report folder (default: $LITRAG_HOME/eval-results)")
@@ -484,9 +473,6 @@ def add_parsers(sub: Any) -> None:
     eh.add_argument("--dense-vectors", choices=["windows", "block"], default="windows")
     eh.add_argument("--embed-model", default="minilm", help=EMBED_MODEL_HELP)
     eh.add_argument("--bm25-windows", type=_unit_float, help=BM25_WINDOWS_HELP)
-    eh.add_argument(
-        "--bm25-window-kind", choices=["sentences", "paragraphs"], help=BM25_WINDOW_KIND_HELP
-    )
     eh.add_argument("--cache-dir", type=Path, help="default: $LITRAG_HOME/eval-cache")
     eh.add_argument("--out", type=Path, help="report folder (default: $LITRAG_HOME/eval-results)")
     eh.add_argument("--report", type=Path, help="write into this .md as one section")

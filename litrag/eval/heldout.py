@@ -237,7 +237,7 @@ def markdown(
         f"Retrieval as `litrag eval retrieval` runs it: top {cfg['top_k']} within the question's "
         f"book, view `{cfg['view']}`, dense `{cfg['embedding_model']}` over "
         f"{cfg.get('dense_vectors', 'one vector per chunk')}, BM25 best-window weight "
-        f"{cfg.get('bm25_windows', 0)} ({cfg.get('bm25_window_kind', 'sentences')}). MRR over "
+        f"{cfg.get('bm25_windows', 0)}. MRR over "
         "questions; 'drop' is "
         "held-out minus public.",
         "",

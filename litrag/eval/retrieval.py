@@ -217,13 +217,6 @@ def _bm25_windows(weight: float | None) -> float:
     return RetrievalSettings().bm25_windows if weight is None else weight
 
 
-def _bm25_window_kind(kind: str | None) -> str:
-    """The pieces BM25 windows are made of: the library's (RetrievalSettings) unless given."""
-    from litrag.retrieval.retriever import RetrievalSettings
-
-    return RetrievalSettings().bm25_window_kind if kind is None else kind
-
-
 def _book_filter(book_id: str) -> MetadataFilters:
     return MetadataFilters(filters=[MetadataFilter(key="book_id", value=book_id)])
 
@@ -278,7 +271,6 @@ def evaluate_chunker(
     dense_vectors: DenseVectors = "windows",
     bm25_avg_len: float | None = None,
     bm25_windows: float | None = None,
-    bm25_window_kind: str | None = None,
     chunk_cache: Path | None = None,
     intrinsic: bool = True,
     reranker: Any = None,
@@ -319,7 +311,6 @@ def evaluate_chunker(
         sparse_idf_scope="filter",
         window_doc_fn=windows,
         sparse_window_weight=_bm25_windows(bm25_windows),
-        sparse_window_kind=_bm25_window_kind(bm25_window_kind),
     )
     try:
         for book in books:
@@ -453,7 +444,6 @@ def evaluate_retrieval(
     dense_vectors: DenseVectors = "windows",
     bm25_avg_len: float | None = None,
     bm25_windows: float | None = None,
-    bm25_window_kind: str | None = None,
     intrinsic: bool = True,
     llm: ChunkerLLM | None = None,
     reranker: Any = None,
@@ -506,7 +496,6 @@ def evaluate_retrieval(
         ),
         "bm25_avg_len": bm25_avg_len or "fitted per book",
         "bm25_windows": _bm25_windows(bm25_windows),
-        "bm25_window_kind": _bm25_window_kind(bm25_window_kind),
         "embedding_model": embedder.model_key,
         "store": "Qdrant Edge (qdrant-edge-py), one collection per chunker, book_id filter",
         "sparse_idf": "per book (Edge IDF over the filtered points)",
@@ -555,7 +544,6 @@ def evaluate_retrieval(
                     dense_vectors=dense_vectors,
                     bm25_avg_len=bm25_avg_len,
                     bm25_windows=bm25_windows,
-                    bm25_window_kind=bm25_window_kind,
                     chunk_cache=cache_dir,
                     intrinsic=intrinsic,
                     reranker=reranker,

@@ -44,7 +44,7 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from litrag.scoring.fusion import relative_score_fusion
 from litrag.scoring.kept_terms import pack_terms
-from litrag.scoring.window_bm25 import DEFAULT_POOL, WindowKind, sentence_terms
+from litrag.scoring.window_bm25 import DEFAULT_POOL, sentence_terms
 from litrag.stores.edge_filters import metadata_filters_to_edge
 from litrag.stores.edge_open import (
     StoreConfigError,
@@ -145,14 +145,6 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             "Weight of each candidate's best 3-sentence window in its BM25 score (window_bm25); "
             "0: the engine's block BM25 alone. A query may override it (kwargs "
             "sparse_window_weight). Needs litrag's BM25Encoder as the sparse functions."
-        ),
-    )
-    sparse_window_kind: WindowKind = Field(
-        default="sentences",
-        description=(
-            "What a candidate's best piece is: a 3-sentence window, or a paragraph child (the "
-            "paragraph chunker's <= 200-word pieces of the block). A query may override it "
-            "(kwargs sparse_window_kind)."
         ),
     )
     sparse_window_pool: int = Field(
@@ -505,7 +497,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         """DEFAULT (dense), SPARSE (or TEXT_SEARCH) and HYBRID queries, with metadata filters.
 
         kwargs: ``search_params={"hnsw_ef": int, "exact": bool}`` overrides the dense search;
-        ``sparse_window_weight`` / ``sparse_window_kind`` override the store's for this query.
+        ``sparse_window_weight`` overrides the store's for this query.
         """
         if self._shard is None:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
@@ -533,7 +525,6 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             hnsw_ef=self.hnsw_ef,
             idf_scope=self.sparse_idf_scope,
             window_weight=self.sparse_window_weight,
-            window_kind=self.sparse_window_kind,
             window_pool=self.sparse_window_pool,
             own_fusion=self._fusion_fn is None,
             idf_cache=self._idf_cache,
