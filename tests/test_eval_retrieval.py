@@ -20,7 +20,7 @@ from litrag.eval.intrinsic import boundary_pairs, boundary_similarity, pair_cosi
 from litrag.eval.metrics import rank_order
 from litrag.eval.questions import load_books, load_questions
 from litrag.eval.registry import CHUNKERS, chunk_book, chunker_specs
-from litrag.eval.retrieval import evaluate_retrieval, parse_modes, text_view
+from litrag.eval.retrieval import evaluate_retrieval, parse_modes
 from litrag.eval.spans import normalize
 from litrag.ingestion.gutenberg import load_book
 from litrag.scoring.bm25 import BM25Index
@@ -177,15 +177,6 @@ def test_aligned_key_reuses_the_paragraph_run_and_ranks_no_lower(
         ranks = {s.question_id: s.rank for s in par.scores[mode]}
         for s in aligned.scores[mode]:
             assert s.rank is not None and s.rank <= (ranks[s.question_id] or 10**9), (mode, s)
-
-
-def test_text_view_is_bare_chunk_text(data: Path) -> None:
-    qs = load_questions(data / "questions.jsonl")
-    books, _ = load_books(qs, data)
-    nodes, _ = chunk_book(CHUNKERS["litseg-offline"], books[0].docs, books[0].key, None)
-    node = nodes[1]
-    assert node.get_content(metadata_mode=MetadataMode.EMBED) != node.get_content()
-    assert text_view(node).get_content(metadata_mode=MetadataMode.EMBED) == node.get_content()
 
 
 def _node(text: str, doc: str) -> TextNode:

@@ -116,7 +116,6 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
             cache_dir=args.cache_dir or settings.home() / "eval-cache",
             top_k=args.top_k,
             candidates=args.candidates,
-            view=args.view,
             dense_vectors=args.dense_vectors,
             embed_model=args.embed_model,
             bm25_avg_len=args.bm25_avg_len,
@@ -298,7 +297,6 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
                 modes,
                 cache_dir=args.cache_dir or settings.home() / "eval-cache",
                 top_k=args.top_k,
-                view=args.view,
                 dense_vectors=args.dense_vectors,
                 embed_model=args.embed_model,
                 bm25_windows=args.bm25_windows,
@@ -374,13 +372,6 @@ def add_parsers(sub: Any) -> None:
     )
     er.add_argument("--top-k", type=int, default=DEFAULT_TOP_K)
     er.add_argument("--candidates", type=int, help="per-list depth before fusion (default top-k)")
-    er.add_argument(
-        "--view",
-        choices=["embed", "text", "nosubtitle"],
-        default="embed",
-        help="index the embedding view (metadata, subtitle, context), bare text, or the "
-        "embedding view without the subtitle",
-    )
     er.add_argument(
         "--dense-vectors",
         choices=["windows", "block"],
@@ -469,7 +460,6 @@ def add_parsers(sub: Any) -> None:
     eh.add_argument("--modes", default="dense,bm25,hybrid", help="as `eval retrieval`")
     eh.add_argument("--alpha", default="0.3", help="dense weight(s) in hybrid (0.3: the library's)")
     eh.add_argument("--top-k", type=int, default=DEFAULT_TOP_K)
-    eh.add_argument("--view", choices=["embed", "text", "nosubtitle"], default="embed")
     eh.add_argument("--dense-vectors", choices=["windows", "block"], default="windows")
     eh.add_argument("--embed-model", default="minilm", help=EMBED_MODEL_HELP)
     eh.add_argument("--bm25-windows", type=_unit_float, help=BM25_WINDOWS_HELP)

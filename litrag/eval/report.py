@@ -175,7 +175,7 @@ def markdown(run: RetrievalRun, command: str | None = None, plot_file: str | Non
             else []
         ),
         f"Retrieval within the question's book, top {cfg['top_k']} "
-        f"(fusion candidates {cfg['fusion_candidates']} per list); view `{cfg['view']}`; "
+        f"(fusion candidates {cfg['fusion_candidates']} per list); "
         f"BM25 avg_len {cfg['bm25_avg_len']}, {cfg['sparse_idf']}, "
         f"best-window weight {cfg.get('bm25_windows', 0)}; "
         f"dense `{cfg['embedding_model']}` over "

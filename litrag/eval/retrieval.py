@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from llama_index.core.schema import BaseNode, MetadataMode, TextNode
+from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.vector_stores.types import (
     MetadataFilter,
     MetadataFilters,
@@ -70,7 +70,6 @@ from litrag.scoring.windows import SentenceWindowEncoder
 
 DEFAULT_TOP_K = 20
 DEFAULT_ALPHA = 0.5
-View = Literal["embed", "text", "nosubtitle"]
 DenseVectors = Literal["windows", "block"]
 ONE_VECTOR_LABEL = "one vector per chunk (long chunks: windows of 254 word pieces, mean-pooled)"
 WHOLE_VECTOR_LABEL = "one vector per chunk, read whole (2,048 tokens)"
@@ -106,27 +105,6 @@ def parse_modes(kinds: Sequence[str], alphas: Sequence[float] = (DEFAULT_ALPHA,)
         else:
             raise ValueError(f"unknown mode {kind!r} (dense, bm25, hybrid, hybrid+rerank)")
     return out
-
-
-def text_view(node: BaseNode) -> BaseNode:
-    """A copy whose embedding view is the chunk text alone (no metadata, context or subtitle)."""
-    copy = node.model_copy(deep=True)
-    copy.excluded_embed_metadata_keys = list(copy.metadata)
-    if isinstance(copy, TextNode):
-        copy.text_template = "{metadata_str}\n\n{content}"
-    return copy
-
-
-def stored_view(node: BaseNode, view: View) -> BaseNode:
-    """The node as the harness stores it: ``embed`` as the library does, ``text`` bare, and
-    ``nosubtitle`` without the segmenter's subtitle (the ablation of the salient-word line)."""
-    if view == "text":
-        return text_view(node)
-    if view == "nosubtitle":
-        copy = node.model_copy(deep=True)
-        copy.excluded_embed_metadata_keys = [*copy.excluded_embed_metadata_keys, "subtitle"]
-        return copy
-    return node
 
 
 # --------------------------------------------------------------------------------- results
@@ -267,7 +245,6 @@ def evaluate_chunker(
     *,
     top_k: int = DEFAULT_TOP_K,
     candidates: int | None = None,
-    view: View = "embed",
     dense_vectors: DenseVectors = "windows",
     bm25_avg_len: float | None = None,
     bm25_windows: float | None = None,
@@ -288,7 +265,6 @@ def evaluate_chunker(
     cand = max(candidates or top_k, top_k)
     per_book: dict[str, dict[str, float]] = {}
     all_nodes: dict[str, list[BaseNode]] = {}
-    all_stored: dict[str, list[BaseNode]] = {}
     parents: dict[str, dict[str, list[str]]] = {}  # children runs: child id -> its blocks
     words: list[int] = []
     t = dict.fromkeys(("chunk", "embed", "store", "query", "rerank", "intrinsic"), 0.0)
@@ -297,11 +273,7 @@ def evaluate_chunker(
     windows = None
     if dense_vectors == "windows":  # as the library stores blocks: MaxSim over sentence windows
         windows = SentenceWindowEncoder(embedder.embed)
-    name = (
-        slug(spec.key)
-        + ("" if view == "embed" else f"-{view}")
-        + ("-windows" if windows is not None else "")
-    )
+    name = slug(spec.key) + ("-windows" if windows is not None else "")
     # A fresh collection each run, config and all: chunks may have changed, and so may the
     # embedder's dimension (a MiniLM run then a nomic run share the cache folder).
     shutil.rmtree(Path(store_dir) / name, ignore_errors=True)
@@ -324,17 +296,16 @@ def evaluate_chunker(
             elif spec.children:
                 searched, parents[book.file] = book_children(nodes, book.docs)
             t1 = time.perf_counter()
-            stored = [stored_view(n, view) for n in searched]
-            texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in stored]
+            texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in searched]
             before = embedder.seconds
             vecs = embedder.embed(texts)
             t2 = time.perf_counter()
-            for node, vec in zip(stored, vecs, strict=True):
+            for node, vec in zip(searched, vecs, strict=True):
                 node.embedding = vec.tolist()
             avg = bm25_avg_len or BM25Index.fit_avg_len(len(tokenize(x)) for x in texts)
             enc = BM25Encoder(avg_len=avg)
             store.set_query_functions(enc.doc_fn, enc.query_fn)
-            store.add(stored)
+            store.add(searched)
             t3 = time.perf_counter()
             per_book[book.file] = {
                 "chunk": round(t1 - t0, 2),
@@ -346,9 +317,6 @@ def evaluate_chunker(
             t["embed"] += t2 - t1
             t["store"] += t3 - t2
             all_nodes[book.file] = nodes
-            all_stored[book.file] = (
-                [stored_view(n, view) for n in nodes] if spec.children else stored
-            )
             words += [word_count(n.get_content(metadata_mode=MetadataMode.NONE)) for n in nodes]
             say(
                 f"  {spec.key} {book.book_id}: {len(nodes)} chunks"
@@ -361,7 +329,6 @@ def evaluate_chunker(
         spans_total = spans_split = 0
         for book in books:
             nodes = all_nodes[book.file]
-            stored_nodes = all_stored[book.file]
             index = {n.node_id: i for i, n in enumerate(nodes)}
             norm = [normalize(n.get_content(metadata_mode=MetadataMode.NONE)) for n in nodes]
             qvecs = embedder.embed([q.question for q in book.questions], kind="query")
@@ -379,7 +346,7 @@ def evaluate_chunker(
                     ids = [index[i] for i in found][:top_k]
                     if mode.kind == "rerank":
                         t_r = time.perf_counter()
-                        ids = _rerank(reranker, q.question, [stored_nodes[i] for i in ids], ids)
+                        ids = _rerank(reranker, q.question, [nodes[i] for i in ids], ids)
                         t["rerank"] += time.perf_counter() - t_r
                     ranked = [[nd in norm[i] for nd in needles] for i in ids]
                     scores[mode.name].append(QuestionScore.from_relevance(q.id, book.file, ranked))
@@ -440,7 +407,6 @@ def evaluate_retrieval(
     embed_model: str = "minilm",
     top_k: int = DEFAULT_TOP_K,
     candidates: int | None = None,
-    view: View = "embed",
     dense_vectors: DenseVectors = "windows",
     bm25_avg_len: float | None = None,
     bm25_windows: float | None = None,
@@ -488,7 +454,6 @@ def evaluate_retrieval(
         "modes": [m.name for m in modes],
         "top_k": top_k,
         "fusion_candidates": max(candidates or top_k, top_k),
-        "view": view,
         "dense_vectors": (
             SentenceWindowEncoder(embedder.embed).describe() + " (the library's default)"
             if dense_vectors == "windows"
@@ -540,7 +505,6 @@ def evaluate_retrieval(
                     cache_dir / "edge",
                     top_k=top_k,
                     candidates=candidates,
-                    view=view,
                     dense_vectors=dense_vectors,
                     bm25_avg_len=bm25_avg_len,
                     bm25_windows=bm25_windows,
