@@ -166,11 +166,6 @@ _BASELINE_KEYS = {
 CHUNKERS: dict[str, ChunkerSpec] = {
     **{k: ChunkerSpec(k, label, BASELINES[label]) for k, label in _BASELINE_KEYS.items()},
     "litseg-offline": ChunkerSpec("litseg-offline", "LitSeg offline", _litseg_offline),
-    "litseg-offline+merge": ChunkerSpec(
-        "litseg-offline+merge",
-        "LitSeg offline + merge ≤200w",
-        lambda: dynamic_merge(_litseg_offline()),
-    ),
 }
 # The semantic splitter embeds every sentence group of a book (the costliest chunker without an
 # LLM, cached afterwards); it is in the default set because it needs no model beyond the embedder.
@@ -211,7 +206,7 @@ LLM_CHUNKERS: dict[str, tuple[str, Callable[[ChunkerLLM], NodeParser]]] = {
     },
 }
 ALL_CHUNKERS = (*CHUNKERS, SEMANTIC_CHUNKER, *LLM_CHUNKERS)
-OURS = ("litseg-offline", "litseg-offline+merge", "litseg-lite", "litseg", "litseg-lite+merge")
+OURS = ("litseg-offline", "litseg-lite", "litseg", "litseg-lite+merge")
 
 
 # Sized variants for ablations: ``litseg-offline@200`` is the offline segmenter with a 200-word
