@@ -358,8 +358,8 @@ def add_parsers(sub: Any) -> None:
         "--chunkers",
         default=",".join(DEFAULT_CHUNKERS),
         help=f"comma list of {', '.join(ALL_CHUNKERS)} (default: every chunker that needs no LLM; "
-        "CHUNKER>paragraphs ranks its blocks through paragraph children, CHUNKER>aligned its "
-        "blocks snapped to them (one block per child); "
+        "CHUNKER>aligned ranks its blocks snapped to paragraph children through them, "
+        "CHUNKER>blocks scores its blocks themselves; "
         "the LLM ones are opt-in)",
     )
     er.add_argument(
@@ -455,7 +455,7 @@ def add_parsers(sub: Any) -> None:
         "--chunkers",
         default=",".join(DEFAULT_CHUNKERS),
         help="comma list, as `eval retrieval` (sized variants: litseg-offline@WORDS, "
-        "paragraphs@WORDS; small-to-big: CHUNKER>paragraphs, CHUNKER>aligned)",
+        "paragraphs@WORDS; small-to-big: CHUNKER>aligned; CHUNKER>blocks)",
     )
     eh.add_argument("--modes", default="dense,bm25,hybrid", help="as `eval retrieval`")
     eh.add_argument("--alpha", default="0.3", help="dense weight(s) in hybrid (0.3: the library's)")

@@ -30,13 +30,12 @@ from llama_index.core.storage.docstore.utils import doc_to_json, json_to_doc
 from litrag.chunkers.baselines import BASELINES, dynamic_merge, semantic_chunker
 from litrag.eval.embedding_cache import CachedEmbedder, CachedEmbedding, text_key
 
-CHILDREN_SEP = ">"  # ``litseg-offline>paragraphs``: blocks ranked through paragraph children
-# ``paragraphs``: the blocks as chunked, a child over two blocks ranks both; ``aligned``: each
-# child in one block, the blocks snapped to their children (``chunkers.children.aligned_book``)
-# ``blocks``: the blocks themselves are scored (how the library ranked before children).
-CHILDREN_KINDS = ("paragraphs", "aligned", "blocks")
+CHILDREN_SEP = ">"  # ``litseg-offline>aligned``: blocks ranked through paragraph children
+# ``aligned``: each child in one block, the blocks snapped to their children
+# (``chunkers.children.aligned_book``); ``blocks``: the blocks themselves are scored (how the
+# library ranked before children).
+CHILDREN_KINDS = ("aligned", "blocks")
 CHILDREN_LABELS = {
-    "paragraphs": "through paragraph children",
     "aligned": "aligned to paragraph children",
     "blocks": "ranked as blocks",
 }
@@ -59,12 +58,12 @@ class ChunkerSpec:
     make: Callable[[], NodeParser]
     identity: str = ""
     slow: bool = False
-    children: str = ""  # "paragraphs" / "aligned": ranked through paragraph children
+    children: str = ""  # "aligned": ranked through paragraph children
 
     @property
     def base_key(self) -> str:
         """The chunker whose chunks these are: ``litseg-offline`` for
-        ``litseg-offline>paragraphs`` (the chunk cache and node ids are its own)."""
+        ``litseg-offline>aligned`` (the chunk cache and node ids are its own)."""
         return self.key.split(CHILDREN_SEP, 1)[0]
 
 
@@ -255,9 +254,8 @@ def chunker_specs(
             base, kind = key.split(CHILDREN_SEP, 1)
             if kind not in CHILDREN_KINDS or CHILDREN_SEP in base:
                 raise ValueError(
-                    f"unknown children {kind!r} in {key!r}: use CHUNKER>paragraphs (the "
-                    "chunker's blocks ranked through the paragraph chunker's pieces), "
-                    "CHUNKER>aligned (its blocks snapped to those pieces, one block each) or "
+                    f"unknown children {kind!r} in {key!r}: use CHUNKER>aligned (its blocks "
+                    "snapped to the paragraph chunker's pieces and ranked through them) or "
                     "CHUNKER>blocks (the blocks scored themselves)"
                 )
             spec = _plain_spec(base, llm, embedder)
@@ -297,7 +295,7 @@ def _plain_spec(key: str, llm: ChunkerLLM | None, embedder: CachedEmbedder | Non
     raise ValueError(
         f"unknown chunker {key!r}; choose from {', '.join(ALL_CHUNKERS)} "
         "(or a sized variant: litseg-offline@WORDS, paragraphs@WORDS; or one ranked "
-        "through paragraph children: CHUNKER>paragraphs, CHUNKER>aligned, CHUNKER>blocks)"
+        "through paragraph children: CHUNKER>aligned; or as blocks: CHUNKER>blocks)"
     )
 
 

@@ -18,12 +18,12 @@ from ``metrics.py`` (ranks beyond ``k`` count as misses, so MRR is MRR@k). Quest
 not in the book text at all are data errors: dropped and listed. Spans the book holds but no chunk
 holds whole are misses in every mode and make up the "split" share (the recall ceiling).
 
-``CHUNKER>paragraphs`` (e.g. ``litseg-offline>paragraphs``) is small-to-big: the store holds the
-book's paragraph children (``chunkers.children``: the ``paragraphs`` chunker's very chunks, stored
-as its run stores them, so their ranking and cached embeddings are that run's) and each query's
-ranked children collapse to the chunker's blocks by each block's best child; the blocks are
-scored. ``CHUNKER>aligned`` stores the same children but scores the blocks snapped to them
-(``chunkers.children.aligned_book``: each child in one block, each block the union of its children).
+``CHUNKER>aligned`` (e.g. ``litseg-offline>aligned``; the plain keys of the chunkers the library
+ingests with mean it) is small-to-big: the store holds the book's paragraph children
+(``chunkers.children``: the ``paragraphs`` chunker's very chunks, stored as its run stores them,
+so their ranking and cached embeddings are that run's) and each query's ranked children collapse
+to the blocks snapped to them (``chunkers.children.aligned_book``: each child in one block, each
+block the union of its children) by each block's best child; the blocks are scored.
 
 The chunkers by key and their cached chunkings are ``registry``'s, the questions and books
 ``questions``'s, the embedding cache ``embedding_cache``'s: a rerun, or a run with one new chunker,
@@ -51,7 +51,7 @@ from llama_index.core.vector_stores.types import (
 )
 
 from litrag.chunkers.baselines import word_count
-from litrag.chunkers.children import aligned_book, book_children, collapse
+from litrag.chunkers.children import aligned_book, collapse
 from litrag.eval.embedding_cache import CachedEmbedder, EmbeddingCache, harness_embedder
 from litrag.eval.environment import environment
 from litrag.eval.metrics import Aggregate, QuestionScore, aggregate
@@ -222,7 +222,7 @@ def _query(
 
 
 def _child_query(query: VectorStoreQuery, mode: Mode, cand: int) -> VectorStoreQuery:
-    """A block query as asked of the children (``CHUNKER>paragraphs``): bm25 and dense go
+    """A block query as asked of the children (``CHUNKER>aligned``): bm25 and dense go
     ``DEFAULT_POOL`` deep (no deeper than the BM25 window pool, so the first children come in
     the paragraph run's order); hybrid fuses the same ``cand``-deep lists as the paragraph run
     and keeps their whole union. Blocks are then ranked by their best child."""
@@ -232,8 +232,7 @@ def _child_query(query: VectorStoreQuery, mode: Mode, cand: int) -> VectorStoreQ
 
 
 def _children_note(parents: dict[str, list[str]]) -> str:
-    over = sum(len(p) > 1 for p in parents.values())
-    return f", {len(parents)} paragraph children ({over} over two blocks)"
+    return f", {len(parents)} paragraph children"
 
 
 def evaluate_chunker(
@@ -289,12 +288,10 @@ def evaluate_chunker(
             t0 = time.perf_counter()
             nodes, hit = chunk_book(spec, book.docs, book.key, chunk_cache)
             searched = nodes  # what the store holds: the chunks, or their paragraph children
-            if spec.children == "aligned":  # the blocks scored are the snapped ones
+            if spec.children:  # the blocks scored are the ones snapped to the children
                 n_chunked = len(nodes)
                 nodes, searched, parents[book.file] = aligned_book(nodes, book.docs)
                 say(f"  {spec.key} {book.book_id}: {n_chunked - len(nodes)} blocks absorbed")
-            elif spec.children:
-                searched, parents[book.file] = book_children(nodes, book.docs)
             t1 = time.perf_counter()
             texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in searched]
             before = embedder.seconds
