@@ -34,11 +34,10 @@ DEFAULT_MODE = "hybrid-rsf a=0.3"
 
 @dataclass(frozen=True)
 class Group:
-    """One harness run: chunkers under one view and dense-vector setting, every mode."""
+    """One harness run: chunkers under one dense-vector setting, every mode."""
 
     name: str
     chunkers: tuple[str, ...]
-    view: str = "embed"
     dense_vectors: str = "windows"
 
 
@@ -57,11 +56,9 @@ GROUPS = (
             "paragraphs@250",
         ),
     ),
-    Group("bare text view", ("litseg-offline", "paragraphs"), view="text"),
-    Group("no subtitle", ("litseg-offline",), view="nosubtitle"),
     Group("one dense vector per block", ("litseg-offline", "paragraphs"), dense_vectors="block"),
 )
-MODES = parse_modes(["dense", "bm25", "hybrid"], ["rsf", "rrf"], [0.2, 0.3, 0.5])
+MODES = parse_modes(["dense", "bm25", "hybrid"], [0.2, 0.3, 0.5])
 
 
 def _f(x: float) -> str:
@@ -109,7 +106,6 @@ def main() -> int:
                 group.chunkers,
                 MODES,
                 cache_dir=args.cache_dir,
-                view=group.view,  # type: ignore[arg-type]
                 dense_vectors=group.dense_vectors,  # type: ignore[arg-type]
                 intrinsic=False,
                 say=say,

@@ -169,7 +169,7 @@ def retrieval_mrr(model_path: Path, name: str, cache_dir: Path, books: Path | No
         questions,
         data,
         ["litseg-offline"],
-        parse_modes(["dense", "bm25", "hybrid"], ["rsf"], [0.3, 0.5]),
+        parse_modes(["dense", "bm25", "hybrid"], [0.3, 0.5]),
         cache_dir=cache_dir,
         embedder=embedder,
         intrinsic=False,

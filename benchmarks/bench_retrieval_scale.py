@@ -435,7 +435,6 @@ def query(args: argparse.Namespace) -> dict[str, Any]:
             retriever.select(bid, limit if spoiler else None)
             if not args.warm:
                 window_bm25.window_terms.cache_clear()
-                window_bm25.child_terms.cache_clear()
                 for store in (blocks_store, children_store):
                     getattr(store, "forget_reads", lambda: None)()
             if prof is not None and k >= args.warmup:

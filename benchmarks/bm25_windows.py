@@ -3,13 +3,12 @@
 The sparse side of retrieval as `litrag ask` runs it (Qdrant Edge, BM25 with per-book IDF, the
 store's top 100 candidates re-scored by their best piece, ``window_bm25``) for each variant, on
 the public set and every frozen development set, by book half. A variant is a weight (pieces:
-3-sentence windows) or ``KIND:WEIGHT`` with KIND ``sentences`` or ``paragraphs`` (the block's
-paragraph children); weight 0 is block BM25 alone. BM25 alone is measured, so no embedding is
+3-sentence windows); weight 0 is block BM25 alone. BM25 alone is measured, so no embedding is
 computed (the store gets a constant vector it never searches): a run takes minutes, not the hour
 a full `litrag eval heldout` needs. The query clock (store queries, all questions) is printed too.
 
     python benchmarks/bm25_windows.py [--chunkers litseg-offline,paragraphs]
-        [--weights 0,0.3,paragraphs:0.5] [--cache-dir ~/.litrag/eval-cache]
+        [--weights 0,0.3,0.5] [--cache-dir ~/.litrag/eval-cache]
         [--report docs/results.md --section bm25-windows --title "BM25 over sentence windows"]
 """
 
@@ -45,7 +44,7 @@ def main() -> int:
     ap.add_argument(
         "--weights",
         default="0,0.3",
-        help="variants: WEIGHT (sentence windows) or KIND:WEIGHT (0: block BM25 alone)",
+        help="variants: WEIGHT of the sentence windows (0: block BM25 alone)",
     )
     ap.add_argument("--cache-dir", type=Path, default=Path.home() / ".litrag" / "eval-cache")
     ap.add_argument("--report", type=Path, help="write it as a section of this .md file")
@@ -69,7 +68,6 @@ def main() -> int:
                 embedder=NoDense(),  # type: ignore[arg-type]
                 dense_vectors="block",
                 bm25_windows=w,
-                bm25_window_kind=kind,
                 intrinsic=False,
                 say=lambda _m: None,
             )
@@ -110,8 +108,7 @@ def main() -> int:
             "",
             "BM25 MRR as the library's store computes it (top 20 within the book, IDF over the "
             "book), each block's score mixed with its best piece's at the given weight (0: "
-            "block BM25 alone; pieces: `sentences`, 3-sentence windows; `paragraphs`, the "
-            "block's paragraph children, the paragraph chunker's <= 200-word pieces of it). "
+            "block BM25 alone; pieces: `sentences`, 3-sentence windows). "
             "Half A = "
             + ", ".join(DEFAULT_SPLIT)
             + "; 'drop' is the set minus public; ms/query is the store's query clock over all "
@@ -189,9 +186,8 @@ def _protocol(figs: Figs, labels: list[str], names: list[str], margin: float = 0
 
 
 def _variant(raw: str) -> tuple[str, float]:
-    """``0.3`` -> ("sentences", 0.3); ``paragraphs:0.5`` -> ("paragraphs", 0.5)."""
-    kind, _, weight = raw.rpartition(":")
-    return kind or "sentences", float(weight)
+    """``0.3`` -> ("sentences", 0.3): the one kind of piece (paragraph children were deleted)."""
+    return "sentences", float(raw)
 
 
 if __name__ == "__main__":

@@ -10,10 +10,8 @@ keeps, through the engine's own functions (``fit_to_context``, ``within_words``)
 
 - whole blocks, best first, while their chunks (heading and context sentences included)
   hold N words in all, the first always: 450, 550, 650 (the local model's default), 700,
-  800;
-- the winning paragraphs alone, or the best block whole and the others' winning paragraphs
-  (see ``EVIDENCE_VARIANTS``). (Excerpts, the next block's paragraph and reading on lost and
-  were deleted: docs/results.md.)
+  800. (Excerpts, the next block's paragraph, reading on and the winning paragraphs lost and
+  were deleted: docs/lab/.)
 
 Gold, per question set: GutenQA-style sets (the public set, the blind frozen set): a sentence of
 the question's ``chunk_must_contain`` span (4 words or more) stands whole in a passage ("any") /
@@ -90,19 +88,11 @@ VARIANTS = {
     "whole, 800 words": 800,
 }
 
-# name: (what is read of each block, words read in all): "evidence", the paragraph child that
-# ranked it (small-to-big's winner); "lead", the best block whole and the others' evidence.
-EVIDENCE_VARIANTS = {
-    "evidence, 650 words": ("evidence", 650),
-    "best whole + evidence, 650 words": ("lead", 650),
-}
-
 
 def collect(home: Path, books: list[str], sets: list[Path]) -> list[dict]:
     from litrag.answering.answer import fit_to_context, within_words
     from litrag.answering.answer_types import passage
     from litrag.builders import build_query_engine
-    from litrag.retrieval.evidence import evidence_text
     from litrag.settings import Settings
 
     s = Settings(home=home)
@@ -123,11 +113,6 @@ def collect(home: Path, books: list[str], sets: list[Path]) -> list[dict]:
                     variants = {"blocks": texts}
                     for name, read in VARIANTS.items():
                         fitted = within_words(fit_to_context(nodes, budget), read)
-                        variants[name] = [chunk for _, chunk in fitted]
-                    won = [evidence_text(n.node) or t for n, t in zip(nodes, texts, strict=True)]
-                    for name, (how, read) in EVIDENCE_VARIANTS.items():
-                        cut = won if how == "evidence" else texts[:1] + won[1:]
-                        fitted = within_words(fit_to_context(nodes, budget, cut), read)
                         variants[name] = [chunk for _, chunk in fitted]
                     row = {"set": path.stem, "book": book, "id": q.get("id", question)}
                     for name, read in variants.items():
@@ -160,7 +145,7 @@ def main() -> int:
         args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     half_a = set(args.half_a.split(","))
     groups = by_half(rows, half_a)
-    variants = ("blocks", *VARIANTS, *EVIDENCE_VARIANTS)
+    variants = ("blocks", *VARIANTS)
     print("| set | n | " + " | ".join(f"{v} any / all" for v in variants) + " | words read |")
     print("|---|---:|" + "---:|" * (len(variants) + 1))
     for g in sorted(groups):

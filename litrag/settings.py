@@ -56,7 +56,6 @@ RETRIEVAL_FIELDS: dict[str, type] = {
     "sparse_top_k": int,
     "alpha": float,
     "bm25_windows": float,
-    "bm25_window_kind": str,
     "candidates": int,
     "top_k": int,
     "rank_through": str,
@@ -64,7 +63,6 @@ RETRIEVAL_FIELDS: dict[str, type] = {
 }
 
 _RETRIEVAL_CHOICES = {
-    "bm25_window_kind": ("sentences", "paragraphs"),
     "rank_through": ("children", "blocks"),
 }
 

@@ -1,6 +1,6 @@
 """Small-to-big (litrag.chunkers.children): paragraph children, their parents, the collapse; and
-the property it is for, on real books: a block ranks through its children no lower than the
-paragraph chunker ranks its paragraph, up to the children that straddle two blocks."""
+the property it is for, on real books: an aligned block ranks through its children no lower than
+the paragraph chunker ranks its paragraph."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from litrag.chunkers.children import (
     chapter_children,
     child_id,
     collapse,
-    rank_bound,
 )
 from litrag.segment.sentences import split_sentences
 
@@ -63,17 +62,9 @@ def test_children_are_the_paragraph_chunkers_nodes_with_their_parents() -> None:
         (r.start_char_idx, r.end_char_idx) for r in ref
     ]
     assert all(text[k.start_char_idx : k.end_char_idx] == k.text for k in kids)
-    assert [parents[k.node_id] for k in kids] == [
-        ["block0"],
-        ["block0", "block1"],
-        ["block1"],
-        ["block1"],
-    ]
+    # the child over both blocks goes to block 1, which holds 110 of its 150 words
+    assert [parents[k.node_id] for k in kids] == [["block0"], ["block1"], ["block1"], ["block1"]]
     assert kids[0].node_id == child_id(doc.node_id, kids[0].start_char_idx, kids[0].end_char_idx)
-    _, major = chapter_children(blocks, doc, straddle="major")
-    assert major[kids[1].node_id] == ["block1"]  # 110 of its 150 words lie in block 1
-    with pytest.raises(ValueError, match="straddle"):
-        chapter_children(blocks, doc, straddle="half")  # type: ignore[arg-type]
 
 
 def test_book_children_match_blocks_to_chapters_and_refuse_offsetless_blocks() -> None:
@@ -82,7 +73,7 @@ def test_book_children_match_blocks_to_chapters_and_refuse_offsetless_blocks() -
     for i, b in enumerate(b2):
         b.id_ = f"two{i}"
     kids, parents = book_children([*b1, *b2], [one, two])
-    assert [parents[k.node_id] for k in kids] == [["block0"], ["two0", "two1"]]
+    assert [parents[k.node_id] for k in kids] == [["block0"], ["two0"]]  # 80 of its 130 words
     assert kids[0].get_content(metadata_mode=MetadataMode.NONE) == one.text
     bare = TextNode(id_="x", text=one.text)
     bare.relationships = {"1": one.as_related_node_info()}
@@ -99,10 +90,6 @@ def test_collapse_ranks_parents_by_their_best_child_straddlers_both_in_story_ord
     assert collapse(["c5", "c3", "c2"], parents) == ["B4", "B5", "B3", "B1", "B2"]
     assert collapse(["zz", "c3"], parents) == ["B3"]  # a child with no parent is skipped
     assert collapse([], parents) == []
-    # the child at rank 2 (c3): one straddler (c5) before it -> its parent is at most 3rd
-    assert rank_bound(["c5", "c3", "c2"], parents, 2) == 3
-    assert rank_bound(["c5", "c3", "c2"], parents, 3) == 5
-    assert rank_bound(["c1", "c3"], parents, 2) == 2
 
 
 def _linked(blocks: list[TextNode]) -> list[TextNode]:
@@ -169,8 +156,6 @@ def test_aligned_book_gives_each_paragraph_child_exactly_one_block() -> None:
     ref = [*paragraph_chunker().get_nodes_from_documents([one, two])]
     assert [k.text for k in kids] == [r.text for r in ref]
     assert all(len(parents[k.node_id]) == 1 for k in kids)
-    _, straddling = book_children([*b1, *b2], [one, two])
-    assert any(len(p) > 1 for p in straddling.values())  # the plain mapping has a straddler
     for chapter in (one, two):
         mine = [b for b in blocks if b.ref_doc_id == chapter.node_id]
         assert all(chapter.text[b.start_char_idx : b.end_char_idx] == b.text for b in mine)
@@ -225,58 +210,6 @@ def property_books(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         )
         for book in books
     ]
-
-
-@pytest.mark.slow
-def test_blocks_through_children_rank_no_lower_than_paragraphs(property_books: list) -> None:
-    """Every public question with a span, BM25 over the book's children (the paragraph index's
-    statistics): the first gold block's rank through children is <= the first gold
-    paragraph's rank in the paragraph chunker's own index, except (a) spans no block holds whole
-    (counted) and (b) places taken by children that straddle two blocks, which ``rank_bound``
-    counts; a block-level BM25 index in place of the collapse breaks it."""
-    from litrag.eval.spans import normalize
-    from litrag.scoring.bm25 import BM25Index
-
-    text = _text
-    checked = split = above_paragraph = beyond_bound = flat_above = flat_beyond = 0
-    for questions, docs, blocks, paragraphs in property_books:
-        kids, parents = book_children(blocks, docs)
-        assert [text(k) for k in kids] == [text(p) for p in paragraphs]  # the same chunking
-        norm_block = {b.node_id: normalize(text(b)) for b in blocks}
-        norm_para = [normalize(text(p)) for p in paragraphs]
-        para_index = BM25Index([text(p) for p in paragraphs])
-        kid_index = BM25Index([text(k) for k in kids])  # built apart: same stats by construction
-        block_index = BM25Index([text(b) for b in blocks])
-        for q in questions:
-            needles = [normalize(s) for s in q.spans]
-            if not any(n in t for n in needles for t in norm_block.values()):
-                split += 1
-                continue
-            r_para = _first([norm_para[i] for i, _ in para_index.search(q.question)], needles)
-            if r_para is None:  # no paragraph holds the span whole: nothing to lose to
-                continue
-            checked += 1
-            ranked = [kids[i].node_id for i, _ in kid_index.search(q.question)]
-            r_block = _first([norm_block[p] for p in collapse(ranked, parents)], needles)
-            assert r_block is not None
-            above_paragraph += r_block > r_para
-            beyond_bound += r_block > rank_bound(ranked, parents, r_para)
-            r_flat = _first(
-                [norm_block[blocks[i].node_id] for i, _ in block_index.search(q.question)],
-                needles,
-            )
-            assert r_flat is not None
-            flat_above += r_flat > r_para
-            flat_beyond += r_flat > rank_bound(ranked, parents, r_para)
-    print(
-        f"\nchildren property: {checked} questions checked, {split} spans split across blocks; "
-        f"block rank > paragraph rank: {above_paragraph} through children (all within the "
-        f"straddler bound: {beyond_bound} beyond it); block-level BM25 instead of the "
-        f"collapse: {flat_above} above the paragraph, {flat_beyond} beyond the bound"
-    )
-    assert checked >= 50
-    assert beyond_bound == 0  # the construction's guarantee
-    assert flat_beyond > 0  # the test can fail: block-level BM25 in place of the collapse does
 
 
 @pytest.mark.slow
@@ -343,10 +276,6 @@ def test_aligned_blocks_rank_no_lower_than_paragraphs(property_books: list) -> N
 def test_the_eval_key_chunker_through_paragraphs() -> None:
     from litrag.eval.registry import chunker_specs, is_ours
 
-    (spec,) = chunker_specs(["litseg-offline>paragraphs"])
-    assert (spec.base_key, spec.children) == ("litseg-offline", "paragraphs")
-    assert spec.label == "LitSeg offline through paragraph children"
-    assert is_ours(spec.key)
     (plain,) = chunker_specs(["litseg-offline"])  # as the library ingests and ranks it
     assert (plain.base_key, plain.children, plain.label) == (
         "litseg-offline",
@@ -360,8 +289,9 @@ def test_the_eval_key_chunker_through_paragraphs() -> None:
     assert sized.children == "aligned"
     (reference,) = chunker_specs(["paragraphs"])
     assert reference.children == ""
-    with pytest.raises(ValueError, match="children"):
-        chunker_specs(["litseg-offline>sentences"])
+    for gone in ("litseg-offline>sentences", "litseg-offline>paragraphs"):
+        with pytest.raises(ValueError, match="children"):
+            chunker_specs([gone])
     (aligned,) = chunker_specs(["litseg-offline>aligned"])
     assert (aligned.base_key, aligned.children) == ("litseg-offline", "aligned")
     assert aligned.label == "LitSeg offline aligned to paragraph children"

@@ -110,7 +110,7 @@ def test_harness_runs_the_llm_chunkers(data: Path, tmp_path: Path, minilm) -> No
     cache = EmbeddingCache(tmp_path / "embeddings.sqlite")
     llm = ScriptedLLM([scripted] * 400)
     setup = ChunkerLLM(llm, identity="scripted-llm", workers=2, max_retries=1)
-    modes = parse_modes(["bm25", "hybrid"], ["rrf"])
+    modes = parse_modes(["bm25", "hybrid"], [0.5])
     run = evaluate_retrieval(
         qs,
         data,
@@ -239,22 +239,3 @@ def test_sized_variants_change_only_the_size() -> None:
     for bad in ("litseg-offline@", "litseg-offline@x", "token@200", "paragraphs@0"):
         with pytest.raises(ValueError, match="sized variant"):
             chunker_specs([bad])
-
-
-def test_nosubtitle_view_drops_only_the_subtitle() -> None:
-    from llama_index.core.schema import MetadataMode
-
-    from litrag.cli import BUNDLED_BOOK
-    from litrag.eval.retrieval import stored_view
-    from litrag.ingestion.gutenberg import load_book
-
-    text = load_book(BUNDLED_BOOK).text
-    doc = Document(text=text[: text.index("Chapter II.")], metadata={"title": "The Call"})
-    (spec,) = chunker_specs(["litseg-offline"])
-    node = spec.make().get_nodes_from_documents([doc])[0]
-    embed = node.get_content(metadata_mode=MetadataMode.EMBED)
-    bare = stored_view(node, "nosubtitle").get_content(metadata_mode=MetadataMode.EMBED)
-    assert "subtitle: " in embed and "subtitle: " not in bare
-    assert "title: The Call" in bare and node.get_content() in bare
-    assert stored_view(node, "embed") is node
-    assert "subtitle: " in node.get_content(metadata_mode=MetadataMode.EMBED)  # copy, not edit

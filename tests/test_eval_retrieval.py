@@ -20,7 +20,7 @@ from litrag.eval.intrinsic import boundary_pairs, boundary_similarity, pair_cosi
 from litrag.eval.metrics import rank_order
 from litrag.eval.questions import load_books, load_questions
 from litrag.eval.registry import CHUNKERS, chunk_book, chunker_specs
-from litrag.eval.retrieval import evaluate_retrieval, parse_modes, text_view
+from litrag.eval.retrieval import evaluate_retrieval, parse_modes
 from litrag.eval.spans import normalize
 from litrag.ingestion.gutenberg import load_book
 from litrag.scoring.bm25 import BM25Index
@@ -85,15 +85,8 @@ def test_questions_and_modes(data: Path) -> None:
     qs = load_questions(data / "questions.jsonl")
     assert [q.id for q in qs] == ["mexican", "manuel", "elmo"]  # the null span is skipped
     assert qs[0].spans == ("Ysabel, the Mexican hairless",)
-    names = [m.name for m in parse_modes(["dense", "bm25", "hybrid"], ["rsf", "rrf"], [0.3, 0.5])]
-    assert names == [
-        "dense",
-        "bm25",
-        "hybrid-rsf a=0.3",
-        "hybrid-rsf a=0.5",
-        "hybrid-rrf a=0.3",
-        "hybrid-rrf a=0.5",
-    ]
+    names = [m.name for m in parse_modes(["dense", "bm25", "hybrid"], [0.3, 0.5])]
+    assert names == ["dense", "bm25", "hybrid-rsf a=0.3", "hybrid-rsf a=0.5"]
     with pytest.raises(ValueError, match="needs an LLM"):
         chunker_specs(["lumberchunker"])
     with pytest.raises(ValueError, match="unknown chunker"):
@@ -102,7 +95,7 @@ def test_questions_and_modes(data: Path) -> None:
 
 def test_harness_bm25_hit_and_cache(data: Path, cache_dir: Path, model) -> None:
     qs = load_questions(data / "questions.jsonl")
-    modes = parse_modes(["dense", "bm25", "hybrid"], ["rsf", "rrf"])
+    modes = parse_modes(["dense", "bm25", "hybrid"], [0.3, 0.5])
     keys = ["paragraphs", "litseg-offline"]
     cache = EmbeddingCache(cache_dir / "embeddings.sqlite")
     first = _embedder(cache, model)
@@ -165,7 +158,7 @@ def test_aligned_key_reuses_the_paragraph_run_and_ranks_no_lower(
     scores the blocks snapped to them: in every mode each question's gold block ranks no lower
     than its gold paragraph."""
     qs = load_questions(data / "questions.jsonl")
-    modes = parse_modes(["dense", "bm25", "hybrid"], ["rsf"], [0.3])
+    modes = parse_modes(["dense", "bm25", "hybrid"], [0.3])
     cache = EmbeddingCache(cache_dir / "embeddings.sqlite")
     first = _embedder(cache, model)
     paragraphs = evaluate_retrieval(
@@ -184,15 +177,6 @@ def test_aligned_key_reuses_the_paragraph_run_and_ranks_no_lower(
         ranks = {s.question_id: s.rank for s in par.scores[mode]}
         for s in aligned.scores[mode]:
             assert s.rank is not None and s.rank <= (ranks[s.question_id] or 10**9), (mode, s)
-
-
-def test_text_view_is_bare_chunk_text(data: Path) -> None:
-    qs = load_questions(data / "questions.jsonl")
-    books, _ = load_books(qs, data)
-    nodes, _ = chunk_book(CHUNKERS["litseg-offline"], books[0].docs, books[0].key, None)
-    node = nodes[1]
-    assert node.get_content(metadata_mode=MetadataMode.EMBED) != node.get_content()
-    assert text_view(node).get_content(metadata_mode=MetadataMode.EMBED) == node.get_content()
 
 
 def _node(text: str, doc: str) -> TextNode:
@@ -250,8 +234,6 @@ def test_cli_end_to_end(
             "paragraphs",
             "--modes",
             "bm25,hybrid",
-            "--fusion",
-            "rrf",
             "--cache-dir",
             str(cache_dir),
             "--out",
@@ -260,7 +242,7 @@ def test_cli_end_to_end(
     )
     assert rc == 0
     md = (out / "retrieval.md").read_text(encoding="utf-8")
-    assert "| paragraphs ≤200w | bm25 |" in md and "hybrid-rrf a=0.5" in md
+    assert "| paragraphs ≤200w | bm25 |" in md and "hybrid-rsf a=0.5" in md
     assert "Intrinsic boundary metric" in md
     per_book = md.split("Seconds per book")[1].split("###")[0]
     assert "| chunker | tiny |" in per_book and "| paragraphs ≤200w | " in per_book
@@ -354,7 +336,7 @@ def test_rerank_mode_skipped_without_a_reranker(data: Path, tmp_path: Path, mode
         load_questions(data / "questions.jsonl"),
         data,
         ["paragraphs"],
-        parse_modes(["bm25", "hybrid+rerank"], ["rrf"]),
+        parse_modes(["bm25", "hybrid+rerank"], [0.5]),
         cache_dir=tmp_path,
         embedder=_embedder(cache, model),
         intrinsic=False,
@@ -362,7 +344,7 @@ def test_rerank_mode_skipped_without_a_reranker(data: Path, tmp_path: Path, mode
     )
     cache.close()
     assert run.config["modes"] == ["bm25"]
-    assert any("skipping hybrid-rrf a=0.5+rerank: no reranker" in m for m in said)
+    assert any("skipping hybrid-rsf a=0.5+rerank: no reranker" in m for m in said)
 
 
 def test_cli_reranker_adds_the_reranked_mode(
@@ -383,8 +365,6 @@ def test_cli_reranker_adds_the_reranked_mode(
             "paragraphs",
             "--modes",
             "hybrid",
-            "--fusion",
-            "rrf",
             "--alpha",
             "0.5",
             "--no-intrinsic",
@@ -398,11 +378,11 @@ def test_cli_reranker_adds_the_reranked_mode(
     )
     assert rc == 0
     report = json.loads((out / "retrieval.json").read_text(encoding="utf-8"))
-    assert report["config"]["modes"] == ["hybrid-rrf a=0.5", "hybrid-rrf a=0.5+rerank"]
+    assert report["config"]["modes"] == ["hybrid-rsf a=0.5", "hybrid-rsf a=0.5+rerank"]
     assert report["config"]["reranker"] == "tiny-qwen3-reranker"
     (row,) = report["chunkers"]
-    hybrid, reranked = row["modes"]["hybrid-rrf a=0.5"], row["modes"]["hybrid-rrf a=0.5+rerank"]
+    hybrid, reranked = row["modes"]["hybrid-rsf a=0.5"], row["modes"]["hybrid-rsf a=0.5+rerank"]
     # the reranker reorders the hybrid top 20: what is in it is the same
     assert reranked["over_questions"]["Hit@20"] == hybrid["over_questions"]["Hit@20"]
     assert row["seconds"]["rerank"] > 0
-    assert "hybrid-rrf a=0.5+rerank" in (out / "retrieval.md").read_text(encoding="utf-8")
+    assert "hybrid-rsf a=0.5+rerank" in (out / "retrieval.md").read_text(encoding="utf-8")

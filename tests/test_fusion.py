@@ -1,4 +1,4 @@
-"""Hybrid fusion on hand-made result lists: relative-score and weighted reciprocal-rank fusion."""
+"""Hybrid fusion on hand-made result lists: relative-score fusion, by nodes and by ids."""
 
 from __future__ import annotations
 
@@ -6,11 +6,7 @@ import pytest
 from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores.types import VectorStoreQueryResult
 
-from litrag.scoring.fusion import (
-    fuse_ranked,
-    reciprocal_rank_fusion,
-    relative_score_fusion,
-)
+from litrag.scoring.fusion import fuse_ranked, relative_score_fusion
 
 
 def test_fusions_on_known_lists() -> None:
@@ -26,10 +22,6 @@ def test_fusions_on_known_lists() -> None:
     assert rs.similarities == pytest.approx([0.5, 0.5, 0.4375, 0.25])
     assert relative_score_fusion(dense, sparse, alpha=1.0, top_k=1).ids == ["a"]
     assert relative_score_fusion(dense, res([]), top_k=2).ids == ["a", "b"]
-    rrf = reciprocal_rank_fusion(dense, sparse, alpha=0.5, top_k=2, k=1)
-    # c: .5/(1+3) + .5/(1+1) ; b: .5/3 + .5/4 ; a: .5/2
-    assert rrf.ids == ["c", "b"]
-    assert rrf.similarities == pytest.approx([0.375, 0.5 / 3 + 0.125])
 
 
 def test_the_node_fusion_and_the_id_fusion_agree() -> None:
@@ -39,11 +31,7 @@ def test_the_node_fusion_and_the_id_fusion_agree() -> None:
 
     dense = [("a", 0.9), ("b", 0.8), ("c", 0.1)]
     sparse = [("c", 12.0), ("d", 6.0), ("b", 0.0)]
-    for fuse, fusion in (
-        (relative_score_fusion, "relative_score"),
-        (reciprocal_rank_fusion, "rrf"),
-    ):
-        fused = fuse(res(dense), res(sparse), alpha=0.3, top_k=3)
-        ranked = fuse_ranked(dense, sparse, fusion=fusion, alpha=0.3, top_k=3)
-        assert fused.ids == [k for k, _ in ranked]
-        assert fused.similarities == pytest.approx([s for _, s in ranked])
+    fused = relative_score_fusion(res(dense), res(sparse), alpha=0.3, top_k=3)
+    ranked = fuse_ranked(dense, sparse, alpha=0.3, top_k=3)
+    assert fused.ids == [k for k, _ in ranked]
+    assert fused.similarities == pytest.approx([s for _, s in ranked])

@@ -203,10 +203,8 @@ def _children_results(store, questions, mode, weight, flt, embed) -> list:
 
 
 @pytest.mark.parametrize("mode", ["dense", "sparse", "hybrid"])
-@pytest.mark.parametrize("fusion", ["relative_score", "rrf"])
-def test_hits_are_the_query_without_its_nodes(stores, questions, mode, fusion, monkeypatch):
+def test_hits_are_the_query_without_its_nodes(stores, questions, mode):
     store = stores[1]
-    monkeypatch.setattr(store, "hybrid_fusion", fusion)
     embed = Vectors()
     for weight in (0.0, 0.3):
         for q in questions:

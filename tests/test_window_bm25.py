@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from llama_index.core.schema import Document, MetadataMode
+from llama_index.core.schema import MetadataMode
 from llama_index.core.vector_stores.types import (
     MetadataFilter,
     MetadataFilters,
@@ -19,11 +19,10 @@ from llama_index.core.vector_stores.types import (
 )
 from test_retriever import WILD, ingested_shelf
 
-from litrag.chunkers.baselines import paragraph_chunker, paragraph_spans
 from litrag.ingestion.library import Library
 from litrag.retrieval.retriever import BookRetriever, RetrievalSettings, loaded_books
 from litrag.scoring.bm25 import BM25Encoder, saturation, term_id, tokenize
-from litrag.scoring.window_bm25 import best_window_scores, mix_scores, rescore
+from litrag.scoring.window_bm25 import mix_scores, rescore
 from litrag.segment.sentences import sentence_windows
 from litrag.settings import Settings, SettingsError
 from litrag.stores.edge_search import query_filter
@@ -158,91 +157,4 @@ def test_retriever_passes_its_weight_and_the_setting_is_checked(
     assert RetrievalSettings.from_settings().bm25_windows == 0.0
     monkeypatch.setenv("LITRAG_RETRIEVAL_BM25_WINDOWS", "1.5")
     with pytest.raises(SettingsError, match="LITRAG_RETRIEVAL_BM25_WINDOWS must be between"):
-        Settings()
-
-
-# ------------------------------------------------------------------ paragraph children
-FILLER = (
-    "The camp lay quiet under the northern stars while the men slept beside the fire and "
-    "the wind moved softly through the spruce trees along the frozen river bank. "
-) * 4  # about 110 words: two fillers never merge into one child
-
-
-def test_best_child_lifts_a_long_block_with_one_matching_paragraph():
-    """A long block with one paragraph about the question beats a short block the block score
-    prefers, once it is scored by its best paragraph child; block BM25 says the opposite, and so
-    does scoring the long block whole (its length drowns the one paragraph)."""
-    match = "Buck pulled the heavy sled across the ice."
-    long_block = "\n\n".join([FILLER, FILLER, match, FILLER, FILLER])
-    short = "Buck ate. The sled stood."
-    idf = {term_id(t): 1.0 for t in tokenize("Buck pulled the heavy sled over the ice")}
-    texts = [short, long_block]
-    assert [long_block[a:b] for a, b in paragraph_spans(long_block)] == [
-        n.get_content(metadata_mode=MetadataMode.NONE)
-        for n in paragraph_chunker().get_nodes_from_documents([Document(text=long_block)])
-    ]
-    assert len(paragraph_spans(long_block)) == 4  # the match merged into one filler's child
-    block = [1.0, 0.8]  # the engine prefers the short block
-    assert [i for i, _ in rescore(texts, block, idf, 0.0, kind="paragraphs")] == [0, 1]
-    assert [i for i, _ in rescore(texts, block, idf, 0.5, kind="paragraphs")] == [1, 0]
-    assert [i for i, _ in rescore(texts, block, idf, 1.0, kind="paragraphs")] == [1, 0]
-    whole = [t.replace("\n\n", " ") for t in texts]  # one child each: the block's own length
-    assert [i for i, _ in rescore(whole, block, idf, 0.5, kind="paragraphs")] == [0, 1]
-    with pytest.raises(ValueError, match="unknown window kind"):
-        best_window_scores(texts, idf, kind="words")  # type: ignore[arg-type]
-
-
-def test_weight_one_children_rank_blocks_as_their_best_paragraph(store):
-    """The rank-collapse property on the real book: with weight 1 on paragraph children, the
-    store's order is the paragraph chunker's pieces of the candidates, scored by an independent
-    BM25 (idf over the book's blocks, length against the pieces' mean) and collapsed into their
-    blocks, each block at its best piece's rank."""
-    pool = 100
-    plain = store.query(_sparse_query(pool), sparse_window_weight=0.0)
-    kids = store.query(
-        _sparse_query(pool), sparse_window_weight=1.0, sparse_window_kind="paragraphs"
-    )
-    assert len(plain.ids) >= 10 and set(kids.ids) == set(plain.ids)  # the whole pool
-    wild = [n for n in store.get_nodes() if n.metadata["book_id"] == WILD]
-    idf = _reference_idf(wild)
-    enc = BM25Encoder()
-    pieces: list[tuple[int, Counter[str]]] = []  # (candidate, the piece's stem counts)
-    for i, node in enumerate(plain.nodes):
-        doc = Document(text=node.get_content(metadata_mode=MetadataMode.NONE))
-        for p in paragraph_chunker().get_nodes_from_documents([doc]):
-            pieces.append((i, Counter(tokenize(p.get_content(metadata_mode=MetadataMode.NONE)))))
-    avg = sum(sum(c.values()) for _, c in pieces) / len(pieces)
-
-    def bm25(c: Counter[str]) -> float:
-        n = sum(c.values())
-        return sum(v * saturation(c[t], n, avg, enc.k1, enc.b) for t, v in idf.items() if c[t])
-
-    ranked = sorted(pieces, key=lambda p: (-bm25(p[1]), p[0]))
-    collapsed: list[int] = []
-    for i, _ in ranked:
-        if i not in collapsed:
-            collapsed.append(i)
-    assert kids.ids == [plain.ids[i] for i in collapsed]
-    assert kids.ids != plain.ids  # the children do re-order this book's candidates
-    sentences = store.query(_sparse_query(pool), sparse_window_weight=1.0)
-    assert kids.ids != sentences.ids  # and not as sentence windows would
-
-
-def test_retriever_passes_the_window_kind_and_the_setting_is_checked(home, store, monkeypatch):
-    books = loaded_books(Library.read_registry(home))[0]
-    kids = RetrievalSettings(
-        mode="sparse", sparse_top_k=40, top_k=40, bm25_windows=0.5, bm25_window_kind="paragraphs"
-    )
-    assert "BM25 paragraph children 0.5" in kids.describe()
-    got = [
-        n.node.node_id
-        for n in BookRetriever(store, None, WILD, settings=kids, books=books).retrieve(QUESTION)
-    ]
-    q = _sparse_query(40)
-    assert got == store.query(q, sparse_window_weight=0.5, sparse_window_kind="paragraphs").ids
-    assert got != store.query(q, sparse_window_weight=0.5, sparse_window_kind="sentences").ids
-    monkeypatch.setenv("LITRAG_RETRIEVAL_BM25_WINDOW_KIND", "paragraphs")
-    assert RetrievalSettings.from_settings().bm25_window_kind == "paragraphs"
-    monkeypatch.setenv("LITRAG_RETRIEVAL_BM25_WINDOW_KIND", "words")
-    with pytest.raises(SettingsError, match="LITRAG_RETRIEVAL_BM25_WINDOW_KIND must be one of"):
         Settings()

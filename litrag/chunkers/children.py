@@ -4,21 +4,16 @@ The blocks (LitSeg's narrative units, or any chunker's) stay what is returned an
 is scored are the *children*: exactly the paragraph chunker's pieces of each chapter
 (``litrag.chunkers.baselines.paragraph_chunker``, blank-line paragraphs merged up to 200 words),
 the same texts and the same index statistics a paragraph index has. Each child is mapped to the
-block(s) its character span overlaps in the chapter, and a ranked child list collapses to
+one block holding most of its characters in the chapter, and a ranked child list collapses to
 blocks in the order of each block's best child (``collapse``).
 
-Why: a block then ranks at most where its best paragraph ranks among paragraphs, less the
-paragraphs that share a block with a better one, so retrieval through children cannot fall
-below the paragraph chunker's on a question whose answer lies inside one block. The exception
-is a child that straddles two blocks: it ranks both, so a block it precedes can move one place
-down (``rank_bound`` counts it); and an answer split across two blocks is in no block whole.
-
-Aligned blocks (``align_blocks``, ``aligned_book``) remove the exception: each child belongs to
-exactly one block, the one holding most of its characters, and each block is redefined as the
-union of its children (its edges snap to child edges, moving by less than one child; a block
-left with no child is absorbed by the neighbours that took its text). Collapse then only drops
-duplicates, so the block holding a gold paragraph ranks no lower than that paragraph ranks
-among paragraphs, under the same scorer, and it holds the paragraph whole.
+Aligned blocks (``align_blocks``, ``aligned_book``): each block is redefined as the union of its
+children (its edges snap to child edges, moving by less than one child; a block left with no
+child is absorbed by the neighbours that took its text). Collapse then only drops duplicates,
+so the block holding a gold paragraph ranks no lower than that paragraph ranks among
+paragraphs, under the same scorer, and it holds the paragraph whole. (A child over two blocks
+ranking both, the blocks left as chunked, lost to paragraphs and was deleted: docs/lab/,
+"Small-to-big in the harness".)
 
 Store-independent: children are plain ``TextNode``s and the map a dict, so any store (or the
 in-memory ``BM25Index``) can score them.
@@ -28,7 +23,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import (
@@ -44,8 +39,6 @@ from litrag.segment.sentences import Sentence, split_sentences
 
 _CHILD_NAMESPACE = uuid.UUID("6d1f5c1e-8b0a-4d55-9f0e-2a7c3b9e4d10")
 ParentsOf = Mapping[str, Sequence[str]]
-Straddle = Literal["both", "major"]
-STRADDLE_POLICIES: tuple[Straddle, ...] = ("both", "major")
 
 
 def _span(node: BaseNode) -> tuple[int, int]:
@@ -71,20 +64,15 @@ def chapter_children(
     chapter: BaseNode,
     *,
     max_words: int = MERGE_WORDS,
-    straddle: Straddle = "both",
 ) -> tuple[list[TextNode], dict[str, list[str]]]:
-    """The paragraph children of one chapter and each child's parent blocks.
+    """The paragraph children of one chapter and each child's parent block.
 
     ``blocks`` are the chapter's blocks, exact slices of ``chapter``'s text with
     ``start_char_idx``/``end_char_idx`` set. The children are ``paragraph_chunker(max_words)``'s
     nodes of the chapter (the same text, offsets and metadata as a paragraph index holds), with
-    ids from ``child_id``. A child's parents are the blocks its span overlaps, in story order;
-    a child overlapping no block (text the blocks left out) has none and is dropped. With
-    ``straddle="major"`` a child over two blocks has one parent, the block holding most of its
-    characters (the first on a tie).
+    ids from ``child_id``. A child's parent is the block holding most of its characters (the
+    first on a tie); a child overlapping no block (text the blocks left out) is dropped.
     """
-    if straddle not in STRADDLE_POLICIES:
-        raise ValueError(f"unknown straddle policy {straddle!r}: use both or major")
     spans = sorted(((*_span(b), b.node_id) for b in blocks), key=lambda s: (s[0], s[1]))
     nodes = paragraph_chunker(max_words).get_nodes_from_documents([chapter])
     children: list[TextNode] = []
@@ -96,11 +84,9 @@ def chapter_children(
         over = _overlaps(spans, a, b)
         if not over:
             continue
-        if straddle == "major":
-            over = [max(over, key=lambda o: o[0])]  # max keeps the first of equal overlaps
         node.id_ = child_id(chapter.node_id, a, b)
         children.append(node)
-        parents[node.node_id] = [bid for _, bid in over]
+        parents[node.node_id] = [max(over, key=lambda o: o[0])[1]]  # the first of equal overlaps
     return children, parents
 
 
@@ -123,7 +109,6 @@ def book_children(
     chapters: Sequence[BaseNode],
     *,
     max_words: int = MERGE_WORDS,
-    straddle: Straddle = "both",
 ) -> tuple[list[TextNode], dict[str, list[str]]]:
     """``chapter_children`` over a whole book: blocks are matched to their chapter by
     ``ref_doc_id`` (the chunkers' source document); children come in story order."""
@@ -132,7 +117,7 @@ def book_children(
     parents: dict[str, list[str]] = {}
     for chapter in chapters:
         kids, par = chapter_children(
-            by_chapter.get(chapter.node_id, []), chapter, max_words=max_words, straddle=straddle
+            by_chapter.get(chapter.node_id, []), chapter, max_words=max_words
         )
         children += kids
         parents.update(par)
@@ -140,8 +125,8 @@ def book_children(
 
 
 def collapse(ranked_children: Iterable[str], parents_of: ParentsOf) -> list[str]:
-    """Parent ids in the order of each parent's best child; a child with two parents ranks
-    both, in story order. Children absent from ``parents_of`` are skipped."""
+    """Parent ids in the order of each parent's best child (a child with several parents ranks
+    them all, in the order given). Children absent from ``parents_of`` are skipped."""
     out: list[str] = []
     seen: set[str] = set()
     for child in ranked_children:
@@ -150,13 +135,6 @@ def collapse(ranked_children: Iterable[str], parents_of: ParentsOf) -> list[str]
                 seen.add(parent)
                 out.append(parent)
     return out
-
-
-def rank_bound(ranked_children: Sequence[str], parents_of: ParentsOf, rank: int) -> int:
-    """The last place ``collapse`` can give a parent of the child at 1-based ``rank``:
-    ``rank`` plus one for each extra parent of the children up to it (straddling children)."""
-    upto = ranked_children[: max(rank, 0)]
-    return rank + sum(max(len(parents_of.get(c, ())) - 1, 0) for c in upto)
 
 
 def _sentence_range(sentences: Sequence[Sentence], start: int, end: int) -> tuple[int, int]:
@@ -235,7 +213,7 @@ def align_chapter(
     """One chapter's blocks snapped to its paragraph children (``align_blocks``): the aligned
     blocks, the children and each child's block. The one alignment step of the library's
     ``ParagraphAligner`` and the eval harness's ``aligned_book``."""
-    kids, _ = chapter_children(blocks, chapter, max_words=max_words, straddle="major")
+    kids, _ = chapter_children(blocks, chapter, max_words=max_words)
     aligned, owner = align_blocks(chapter, blocks, kids)
     return aligned, kids, owner
 
@@ -274,7 +252,7 @@ def block_children(
     selects the same children as blocks). A child of no block is dropped, as in
     ``chapter_children``; every kept child lies inside exactly one block."""
     by_id = {b.node_id: b for b in blocks}
-    children, parents = book_children(blocks, chapters, max_words=max_words, straddle="major")
+    children, parents = book_children(blocks, chapters, max_words=max_words)
     for child in children:
         parent = by_id[parents[child.node_id][0]]
         child.metadata[PARENT_KEY] = parent.node_id

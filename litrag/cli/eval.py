@@ -71,11 +71,7 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
             questions = [q for q in questions if any(w in q.book_file for w in wanted)]
             if not questions:
                 raise ValueError(f"no question of {qfile} is about --only-books {args.only_books}")
-        modes = parse_modes(
-            kinds,
-            args.fusion.split(","),
-            _alphas(args.alpha),
-        )
+        modes = parse_modes(kinds, _alphas(args.alpha))
         setup = None
         if wants_llm:
             llm, identity, path = llm_from_args(args), "", None
@@ -120,12 +116,10 @@ def _cmd_eval_retrieval(args: argparse.Namespace) -> int:
             cache_dir=args.cache_dir or settings.home() / "eval-cache",
             top_k=args.top_k,
             candidates=args.candidates,
-            view=args.view,
             dense_vectors=args.dense_vectors,
             embed_model=args.embed_model,
             bm25_avg_len=args.bm25_avg_len,
             bm25_windows=args.bm25_windows,
-            bm25_window_kind=args.bm25_window_kind,
             intrinsic=not args.no_intrinsic,
             llm=setup,
             reranker=reranker,
@@ -290,7 +284,7 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
             check_section(args.section)
         if not split:
             raise ValueError("--split names the books of half A, e.g. pg11,pg84,pg215")
-        modes = parse_modes(args.modes.split(","), args.fusion.split(","), _alphas(args.alpha))
+        modes = parse_modes(args.modes.split(","), _alphas(args.alpha))
         paths = [public_file, *args.heldout]
         loaded = [load_questions(path) for path in paths]  # a bad file stops before any run
         for path, questions in zip(paths, loaded, strict=True):
@@ -303,11 +297,9 @@ def _cmd_eval_heldout(args: argparse.Namespace) -> int:
                 modes,
                 cache_dir=args.cache_dir or settings.home() / "eval-cache",
                 top_k=args.top_k,
-                view=args.view,
                 dense_vectors=args.dense_vectors,
                 embed_model=args.embed_model,
                 bm25_windows=args.bm25_windows,
-                bm25_window_kind=args.bm25_window_kind,
                 intrinsic=False,
                 say=say,
             )
@@ -340,12 +332,6 @@ EMBED_MODEL_HELP = (
 )
 
 
-BM25_WINDOW_KIND_HELP = (
-    "what a chunk's best BM25 piece is: a 3-sentence window, or a paragraph child (the "
-    "paragraph chunker's <= 200-word pieces of it); default: the library's"
-)
-
-
 def _unit_float(raw: str) -> float:
     try:
         value = float(raw)
@@ -372,8 +358,8 @@ def add_parsers(sub: Any) -> None:
         "--chunkers",
         default=",".join(DEFAULT_CHUNKERS),
         help=f"comma list of {', '.join(ALL_CHUNKERS)} (default: every chunker that needs no LLM; "
-        "CHUNKER>paragraphs ranks its blocks through paragraph children, CHUNKER>aligned its "
-        "blocks snapped to them (one block per child); "
+        "CHUNKER>aligned ranks its blocks snapped to paragraph children through them, "
+        "CHUNKER>blocks scores its blocks themselves; "
         "the LLM ones are opt-in)",
     )
     er.add_argument(
@@ -382,22 +368,10 @@ def add_parsers(sub: Any) -> None:
         help="dense, bm25, hybrid, hybrid+rerank (added by --reranker)",
     )
     er.add_argument(
-        "--fusion",
-        default="rsf,rrf",
-        help="hybrid fusions: rsf (relative score), rrf",
-    )
-    er.add_argument(
         "--alpha", default="0.3,0.5", help="dense weight(s) in hybrid (0.3: the embedded preset)"
     )
     er.add_argument("--top-k", type=int, default=DEFAULT_TOP_K)
     er.add_argument("--candidates", type=int, help="per-list depth before fusion (default top-k)")
-    er.add_argument(
-        "--view",
-        choices=["embed", "text", "nosubtitle"],
-        default="embed",
-        help="index the embedding view (metadata, subtitle, context), bare text, or the "
-        "embedding view without the subtitle",
-    )
     er.add_argument(
         "--dense-vectors",
         choices=["windows", "block"],
@@ -408,9 +382,6 @@ def add_parsers(sub: Any) -> None:
     er.add_argument("--embed-model", default="minilm", help=EMBED_MODEL_HELP)
     er.add_argument("--bm25-avg-len", type=float, help="fixed BM25 avg_len (default: per book)")
     er.add_argument("--bm25-windows", type=_unit_float, help=BM25_WINDOWS_HELP)
-    er.add_argument(
-        "--bm25-window-kind", choices=["sentences", "paragraphs"], help=BM25_WINDOW_KIND_HELP
-    )
     er.add_argument("--no-intrinsic", action="store_true", help="skip the boundary metric")
     er.add_argument("--cache-dir", type=Path, help="default: $LITRAG_HOME/eval-cache")
     er.add_argument("--out", type=Path, help="report folder (default: $LITRAG_HOME/eval-results)")
@@ -484,19 +455,14 @@ def add_parsers(sub: Any) -> None:
         "--chunkers",
         default=",".join(DEFAULT_CHUNKERS),
         help="comma list, as `eval retrieval` (sized variants: litseg-offline@WORDS, "
-        "paragraphs@WORDS; small-to-big: CHUNKER>paragraphs, CHUNKER>aligned)",
+        "paragraphs@WORDS; small-to-big: CHUNKER>aligned; CHUNKER>blocks)",
     )
     eh.add_argument("--modes", default="dense,bm25,hybrid", help="as `eval retrieval`")
-    eh.add_argument("--fusion", default="rsf", help="hybrid fusions: rsf, rrf")
     eh.add_argument("--alpha", default="0.3", help="dense weight(s) in hybrid (0.3: the library's)")
     eh.add_argument("--top-k", type=int, default=DEFAULT_TOP_K)
-    eh.add_argument("--view", choices=["embed", "text", "nosubtitle"], default="embed")
     eh.add_argument("--dense-vectors", choices=["windows", "block"], default="windows")
     eh.add_argument("--embed-model", default="minilm", help=EMBED_MODEL_HELP)
     eh.add_argument("--bm25-windows", type=_unit_float, help=BM25_WINDOWS_HELP)
-    eh.add_argument(
-        "--bm25-window-kind", choices=["sentences", "paragraphs"], help=BM25_WINDOW_KIND_HELP
-    )
     eh.add_argument("--cache-dir", type=Path, help="default: $LITRAG_HOME/eval-cache")
     eh.add_argument("--out", type=Path, help="report folder (default: $LITRAG_HOME/eval-results)")
     eh.add_argument("--report", type=Path, help="write into this .md as one section")

@@ -235,9 +235,9 @@ def markdown(
         + f". Book split: half A = {', '.join(split)}; half B = {', '.join(other)} "
         "(choose a setting on one half, report it on the other).",
         f"Retrieval as `litrag eval retrieval` runs it: top {cfg['top_k']} within the question's "
-        f"book, view `{cfg['view']}`, dense `{cfg['embedding_model']}` over "
+        f"book, dense `{cfg['embedding_model']}` over "
         f"{cfg.get('dense_vectors', 'one vector per chunk')}, BM25 best-window weight "
-        f"{cfg.get('bm25_windows', 0)} ({cfg.get('bm25_window_kind', 'sentences')}). MRR over "
+        f"{cfg.get('bm25_windows', 0)}. MRR over "
         "questions; 'drop' is "
         "held-out minus public.",
         "",

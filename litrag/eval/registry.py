@@ -30,13 +30,12 @@ from llama_index.core.storage.docstore.utils import doc_to_json, json_to_doc
 from litrag.chunkers.baselines import BASELINES, dynamic_merge, semantic_chunker
 from litrag.eval.embedding_cache import CachedEmbedder, CachedEmbedding, text_key
 
-CHILDREN_SEP = ">"  # ``litseg-offline>paragraphs``: blocks ranked through paragraph children
-# ``paragraphs``: the blocks as chunked, a child over two blocks ranks both; ``aligned``: each
-# child in one block, the blocks snapped to their children (``chunkers.children.aligned_book``)
-# ``blocks``: the blocks themselves are scored (how the library ranked before children).
-CHILDREN_KINDS = ("paragraphs", "aligned", "blocks")
+CHILDREN_SEP = ">"  # ``litseg-offline>aligned``: blocks ranked through paragraph children
+# ``aligned``: each child in one block, the blocks snapped to their children
+# (``chunkers.children.aligned_book``); ``blocks``: the blocks themselves are scored (how the
+# library ranked before children).
+CHILDREN_KINDS = ("aligned", "blocks")
 CHILDREN_LABELS = {
-    "paragraphs": "through paragraph children",
     "aligned": "aligned to paragraph children",
     "blocks": "ranked as blocks",
 }
@@ -59,12 +58,12 @@ class ChunkerSpec:
     make: Callable[[], NodeParser]
     identity: str = ""
     slow: bool = False
-    children: str = ""  # "paragraphs" / "aligned": ranked through paragraph children
+    children: str = ""  # "aligned": ranked through paragraph children
 
     @property
     def base_key(self) -> str:
         """The chunker whose chunks these are: ``litseg-offline`` for
-        ``litseg-offline>paragraphs`` (the chunk cache and node ids are its own)."""
+        ``litseg-offline>aligned`` (the chunk cache and node ids are its own)."""
         return self.key.split(CHILDREN_SEP, 1)[0]
 
 
@@ -166,11 +165,6 @@ _BASELINE_KEYS = {
 CHUNKERS: dict[str, ChunkerSpec] = {
     **{k: ChunkerSpec(k, label, BASELINES[label]) for k, label in _BASELINE_KEYS.items()},
     "litseg-offline": ChunkerSpec("litseg-offline", "LitSeg offline", _litseg_offline),
-    "litseg-offline+merge": ChunkerSpec(
-        "litseg-offline+merge",
-        "LitSeg offline + merge ≤200w",
-        lambda: dynamic_merge(_litseg_offline()),
-    ),
 }
 # The semantic splitter embeds every sentence group of a book (the costliest chunker without an
 # LLM, cached afterwards); it is in the default set because it needs no model beyond the embedder.
@@ -211,7 +205,7 @@ LLM_CHUNKERS: dict[str, tuple[str, Callable[[ChunkerLLM], NodeParser]]] = {
     },
 }
 ALL_CHUNKERS = (*CHUNKERS, SEMANTIC_CHUNKER, *LLM_CHUNKERS)
-OURS = ("litseg-offline", "litseg-offline+merge", "litseg-lite", "litseg", "litseg-lite+merge")
+OURS = ("litseg-offline", "litseg-lite", "litseg", "litseg-lite+merge")
 
 
 # Sized variants for ablations: ``litseg-offline@200`` is the offline segmenter with a 200-word
@@ -260,9 +254,8 @@ def chunker_specs(
             base, kind = key.split(CHILDREN_SEP, 1)
             if kind not in CHILDREN_KINDS or CHILDREN_SEP in base:
                 raise ValueError(
-                    f"unknown children {kind!r} in {key!r}: use CHUNKER>paragraphs (the "
-                    "chunker's blocks ranked through the paragraph chunker's pieces), "
-                    "CHUNKER>aligned (its blocks snapped to those pieces, one block each) or "
+                    f"unknown children {kind!r} in {key!r}: use CHUNKER>aligned (its blocks "
+                    "snapped to the paragraph chunker's pieces and ranked through them) or "
                     "CHUNKER>blocks (the blocks scored themselves)"
                 )
             spec = _plain_spec(base, llm, embedder)
@@ -302,7 +295,7 @@ def _plain_spec(key: str, llm: ChunkerLLM | None, embedder: CachedEmbedder | Non
     raise ValueError(
         f"unknown chunker {key!r}; choose from {', '.join(ALL_CHUNKERS)} "
         "(or a sized variant: litseg-offline@WORDS, paragraphs@WORDS; or one ranked "
-        "through paragraph children: CHUNKER>paragraphs, CHUNKER>aligned, CHUNKER>blocks)"
+        "through paragraph children: CHUNKER>aligned; or as blocks: CHUNKER>blocks)"
     )
 
 

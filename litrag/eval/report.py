@@ -175,10 +175,9 @@ def markdown(run: RetrievalRun, command: str | None = None, plot_file: str | Non
             else []
         ),
         f"Retrieval within the question's book, top {cfg['top_k']} "
-        f"(fusion candidates {cfg['fusion_candidates']} per list); view `{cfg['view']}`; "
+        f"(fusion candidates {cfg['fusion_candidates']} per list); "
         f"BM25 avg_len {cfg['bm25_avg_len']}, {cfg['sparse_idf']}, "
-        f"best-window weight {cfg.get('bm25_windows', 0)} "
-        f"({cfg.get('bm25_window_kind', 'sentences')}); "
+        f"best-window weight {cfg.get('bm25_windows', 0)}; "
         f"dense `{cfg['embedding_model']}` over "
         f"{cfg.get('dense_vectors', 'one vector per chunk')}; {cfg['store']}.",
         *(

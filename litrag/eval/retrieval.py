@@ -8,8 +8,8 @@ over that book's chunks) in each mode:
 
 - ``dense``: cosine over the dense vectors;
 - ``bm25``: sparse BM25 (Snowball stems), ``avg_len`` fitted to the book's chunks by default;
-- ``hybrid-rsf a=A``: LlamaIndex's relative-score fusion, ``A`` weighting dense;
-- ``hybrid-rrf a=A``: reciprocal-rank fusion (k=60), ``A`` weighting dense;
+- ``hybrid-rsf a=A``: LlamaIndex's relative-score fusion, ``A`` weighting dense (the only
+  fusion: reciprocal-rank fusion lost on every set and was deleted, docs/lab/);
 - ``hybrid-… +rerank``: that hybrid list reordered by a reranker (``Qwen3Reranker``), only when
   one is given.
 
@@ -18,12 +18,12 @@ from ``metrics.py`` (ranks beyond ``k`` count as misses, so MRR is MRR@k). Quest
 not in the book text at all are data errors: dropped and listed. Spans the book holds but no chunk
 holds whole are misses in every mode and make up the "split" share (the recall ceiling).
 
-``CHUNKER>paragraphs`` (e.g. ``litseg-offline>paragraphs``) is small-to-big: the store holds the
-book's paragraph children (``chunkers.children``: the ``paragraphs`` chunker's very chunks, stored
-as its run stores them, so their ranking and cached embeddings are that run's) and each query's
-ranked children collapse to the chunker's blocks by each block's best child; the blocks are
-scored. ``CHUNKER>aligned`` stores the same children but scores the blocks snapped to them
-(``chunkers.children.aligned_book``: each child in one block, each block the union of its children).
+``CHUNKER>aligned`` (e.g. ``litseg-offline>aligned``; the plain keys of the chunkers the library
+ingests with mean it) is small-to-big: the store holds the book's paragraph children
+(``chunkers.children``: the ``paragraphs`` chunker's very chunks, stored as its run stores them,
+so their ranking and cached embeddings are that run's) and each query's ranked children collapse
+to the blocks snapped to them (``chunkers.children.aligned_book``: each child in one block, each
+block the union of its children) by each block's best child; the blocks are scored.
 
 The chunkers by key and their cached chunkings are ``registry``'s, the questions and books
 ``questions``'s, the embedding cache ``embedding_cache``'s: a rerun, or a run with one new chunker,
@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from llama_index.core.schema import BaseNode, MetadataMode, TextNode
+from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.vector_stores.types import (
     MetadataFilter,
     MetadataFilters,
@@ -51,7 +51,7 @@ from llama_index.core.vector_stores.types import (
 )
 
 from litrag.chunkers.baselines import word_count
-from litrag.chunkers.children import aligned_book, book_children, collapse
+from litrag.chunkers.children import aligned_book, collapse
 from litrag.eval.embedding_cache import CachedEmbedder, EmbeddingCache, harness_embedder
 from litrag.eval.environment import environment
 from litrag.eval.metrics import Aggregate, QuestionScore, aggregate
@@ -65,13 +65,11 @@ from litrag.eval.registry import (
     slug,
 )
 from litrag.eval.spans import normalize
-from litrag.scoring.fusion import Fusion
 from litrag.scoring.window_bm25 import DEFAULT_POOL
 from litrag.scoring.windows import SentenceWindowEncoder
 
 DEFAULT_TOP_K = 20
 DEFAULT_ALPHA = 0.5
-View = Literal["embed", "text", "nosubtitle"]
 DenseVectors = Literal["windows", "block"]
 ONE_VECTOR_LABEL = "one vector per chunk (long chunks: windows of 254 word pieces, mean-pooled)"
 WHOLE_VECTOR_LABEL = "one vector per chunk, read whole (2,048 tokens)"
@@ -81,65 +79,32 @@ Say = Callable[[str], None]
 # --------------------------------------------------------------------------------- modes
 @dataclass(frozen=True)
 class Mode:
-    """A retrieval mode: dense, bm25, or hybrid with a fusion and the dense weight ``alpha``;
-    ``rerank`` is that hybrid list reordered by a reranker."""
+    """A retrieval mode: dense, bm25, or hybrid (relative-score fusion) with the dense weight
+    ``alpha``; ``rerank`` is that hybrid list reordered by a reranker."""
 
     kind: Literal["dense", "bm25", "hybrid", "rerank"]
-    fusion: Literal["rsf", "rrf"] | None = None
     alpha: float | None = None
 
     @property
     def name(self) -> str:
         if self.kind in ("dense", "bm25"):
             return self.kind
-        hybrid = f"hybrid-{self.fusion} a={self.alpha:g}"
+        hybrid = f"hybrid-rsf a={self.alpha:g}"
         return hybrid + "+rerank" if self.kind == "rerank" else hybrid
 
 
-# The store's name of each harness fusion (rsf is LlamaIndex's "relative_score").
-_STORE_FUSION: dict[str, Fusion] = {"rsf": "relative_score", "rrf": "rrf"}
-
-
-def parse_modes(
-    kinds: Sequence[str],
-    fusions: Sequence[str] = ("rsf", "rrf"),
-    alphas: Sequence[float] = (DEFAULT_ALPHA,),
-) -> list[Mode]:
-    """Modes from CLI lists; ``hybrid`` and ``hybrid+rerank`` expand to every fusion x alpha."""
+def parse_modes(kinds: Sequence[str], alphas: Sequence[float] = (DEFAULT_ALPHA,)) -> list[Mode]:
+    """Modes from CLI lists; ``hybrid`` and ``hybrid+rerank`` expand to every alpha."""
     out: list[Mode] = []
     for kind in kinds:
         if kind in ("dense", "bm25"):
             out.append(Mode(kind))  # type: ignore[arg-type]
         elif kind in ("hybrid", "hybrid+rerank"):
-            for fusion in fusions:
-                if fusion not in _STORE_FUSION:
-                    raise ValueError(f"unknown fusion {fusion!r} ({', '.join(_STORE_FUSION)})")
-                k = "hybrid" if kind == "hybrid" else "rerank"
-                out.extend(Mode(k, fusion, float(a)) for a in alphas)  # type: ignore[arg-type]
+            k = "hybrid" if kind == "hybrid" else "rerank"
+            out.extend(Mode(k, float(a)) for a in alphas)  # type: ignore[arg-type]
         else:
             raise ValueError(f"unknown mode {kind!r} (dense, bm25, hybrid, hybrid+rerank)")
     return out
-
-
-def text_view(node: BaseNode) -> BaseNode:
-    """A copy whose embedding view is the chunk text alone (no metadata, context or subtitle)."""
-    copy = node.model_copy(deep=True)
-    copy.excluded_embed_metadata_keys = list(copy.metadata)
-    if isinstance(copy, TextNode):
-        copy.text_template = "{metadata_str}\n\n{content}"
-    return copy
-
-
-def stored_view(node: BaseNode, view: View) -> BaseNode:
-    """The node as the harness stores it: ``embed`` as the library does, ``text`` bare, and
-    ``nosubtitle`` without the segmenter's subtitle (the ablation of the salient-word line)."""
-    if view == "text":
-        return text_view(node)
-    if view == "nosubtitle":
-        copy = node.model_copy(deep=True)
-        copy.excluded_embed_metadata_keys = [*copy.excluded_embed_metadata_keys, "subtitle"]
-        return copy
-    return node
 
 
 # --------------------------------------------------------------------------------- results
@@ -230,13 +195,6 @@ def _bm25_windows(weight: float | None) -> float:
     return RetrievalSettings().bm25_windows if weight is None else weight
 
 
-def _bm25_window_kind(kind: str | None) -> str:
-    """The pieces BM25 windows are made of: the library's (RetrievalSettings) unless given."""
-    from litrag.retrieval.retriever import RetrievalSettings
-
-    return RetrievalSettings().bm25_window_kind if kind is None else kind
-
-
 def _book_filter(book_id: str) -> MetadataFilters:
     return MetadataFilters(filters=[MetadataFilter(key="book_id", value=book_id)])
 
@@ -264,7 +222,7 @@ def _query(
 
 
 def _child_query(query: VectorStoreQuery, mode: Mode, cand: int) -> VectorStoreQuery:
-    """A block query as asked of the children (``CHUNKER>paragraphs``): bm25 and dense go
+    """A block query as asked of the children (``CHUNKER>aligned``): bm25 and dense go
     ``DEFAULT_POOL`` deep (no deeper than the BM25 window pool, so the first children come in
     the paragraph run's order); hybrid fuses the same ``cand``-deep lists as the paragraph run
     and keeps their whole union. Blocks are then ranked by their best child."""
@@ -274,8 +232,7 @@ def _child_query(query: VectorStoreQuery, mode: Mode, cand: int) -> VectorStoreQ
 
 
 def _children_note(parents: dict[str, list[str]]) -> str:
-    over = sum(len(p) > 1 for p in parents.values())
-    return f", {len(parents)} paragraph children ({over} over two blocks)"
+    return f", {len(parents)} paragraph children"
 
 
 def evaluate_chunker(
@@ -287,11 +244,9 @@ def evaluate_chunker(
     *,
     top_k: int = DEFAULT_TOP_K,
     candidates: int | None = None,
-    view: View = "embed",
     dense_vectors: DenseVectors = "windows",
     bm25_avg_len: float | None = None,
     bm25_windows: float | None = None,
-    bm25_window_kind: str | None = None,
     chunk_cache: Path | None = None,
     intrinsic: bool = True,
     reranker: Any = None,
@@ -309,7 +264,6 @@ def evaluate_chunker(
     cand = max(candidates or top_k, top_k)
     per_book: dict[str, dict[str, float]] = {}
     all_nodes: dict[str, list[BaseNode]] = {}
-    all_stored: dict[str, list[BaseNode]] = {}
     parents: dict[str, dict[str, list[str]]] = {}  # children runs: child id -> its blocks
     words: list[int] = []
     t = dict.fromkeys(("chunk", "embed", "store", "query", "rerank", "intrinsic"), 0.0)
@@ -318,11 +272,7 @@ def evaluate_chunker(
     windows = None
     if dense_vectors == "windows":  # as the library stores blocks: MaxSim over sentence windows
         windows = SentenceWindowEncoder(embedder.embed)
-    name = (
-        slug(spec.key)
-        + ("" if view == "embed" else f"-{view}")
-        + ("-windows" if windows is not None else "")
-    )
+    name = slug(spec.key) + ("-windows" if windows is not None else "")
     # A fresh collection each run, config and all: chunks may have changed, and so may the
     # embedder's dimension (a MiniLM run then a nomic run share the cache folder).
     shutil.rmtree(Path(store_dir) / name, ignore_errors=True)
@@ -332,31 +282,27 @@ def evaluate_chunker(
         sparse_idf_scope="filter",
         window_doc_fn=windows,
         sparse_window_weight=_bm25_windows(bm25_windows),
-        sparse_window_kind=_bm25_window_kind(bm25_window_kind),
     )
     try:
         for book in books:
             t0 = time.perf_counter()
             nodes, hit = chunk_book(spec, book.docs, book.key, chunk_cache)
             searched = nodes  # what the store holds: the chunks, or their paragraph children
-            if spec.children == "aligned":  # the blocks scored are the snapped ones
+            if spec.children:  # the blocks scored are the ones snapped to the children
                 n_chunked = len(nodes)
                 nodes, searched, parents[book.file] = aligned_book(nodes, book.docs)
                 say(f"  {spec.key} {book.book_id}: {n_chunked - len(nodes)} blocks absorbed")
-            elif spec.children:
-                searched, parents[book.file] = book_children(nodes, book.docs)
             t1 = time.perf_counter()
-            stored = [stored_view(n, view) for n in searched]
-            texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in stored]
+            texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in searched]
             before = embedder.seconds
             vecs = embedder.embed(texts)
             t2 = time.perf_counter()
-            for node, vec in zip(stored, vecs, strict=True):
+            for node, vec in zip(searched, vecs, strict=True):
                 node.embedding = vec.tolist()
             avg = bm25_avg_len or BM25Index.fit_avg_len(len(tokenize(x)) for x in texts)
             enc = BM25Encoder(avg_len=avg)
             store.set_query_functions(enc.doc_fn, enc.query_fn)
-            store.add(stored)
+            store.add(searched)
             t3 = time.perf_counter()
             per_book[book.file] = {
                 "chunk": round(t1 - t0, 2),
@@ -368,9 +314,6 @@ def evaluate_chunker(
             t["embed"] += t2 - t1
             t["store"] += t3 - t2
             all_nodes[book.file] = nodes
-            all_stored[book.file] = (
-                [stored_view(n, view) for n in nodes] if spec.children else stored
-            )
             words += [word_count(n.get_content(metadata_mode=MetadataMode.NONE)) for n in nodes]
             say(
                 f"  {spec.key} {book.book_id}: {len(nodes)} chunks"
@@ -383,7 +326,6 @@ def evaluate_chunker(
         spans_total = spans_split = 0
         for book in books:
             nodes = all_nodes[book.file]
-            stored_nodes = all_stored[book.file]
             index = {n.node_id: i for i, n in enumerate(nodes)}
             norm = [normalize(n.get_content(metadata_mode=MetadataMode.NONE)) for n in nodes]
             qvecs = embedder.embed([q.question for q in book.questions], kind="query")
@@ -392,7 +334,6 @@ def evaluate_chunker(
                 spans_total += len(needles)
                 spans_split += sum(not any(nd in c for c in norm) for nd in needles)
                 for mode in modes:
-                    store.hybrid_fusion = _STORE_FUSION.get(mode.fusion or "", "relative_score")
                     asked = _query(mode, q.question, qvec.tolist(), book.book_id, top_k, cand)
                     if spec.children:  # rank the children, collapse them to their blocks
                         res = store.query(_child_query(asked, mode, cand))
@@ -402,7 +343,7 @@ def evaluate_chunker(
                     ids = [index[i] for i in found][:top_k]
                     if mode.kind == "rerank":
                         t_r = time.perf_counter()
-                        ids = _rerank(reranker, q.question, [stored_nodes[i] for i in ids], ids)
+                        ids = _rerank(reranker, q.question, [nodes[i] for i in ids], ids)
                         t["rerank"] += time.perf_counter() - t_r
                     ranked = [[nd in norm[i] for nd in needles] for i in ids]
                     scores[mode.name].append(QuestionScore.from_relevance(q.id, book.file, ranked))
@@ -463,11 +404,9 @@ def evaluate_retrieval(
     embed_model: str = "minilm",
     top_k: int = DEFAULT_TOP_K,
     candidates: int | None = None,
-    view: View = "embed",
     dense_vectors: DenseVectors = "windows",
     bm25_avg_len: float | None = None,
     bm25_windows: float | None = None,
-    bm25_window_kind: str | None = None,
     intrinsic: bool = True,
     llm: ChunkerLLM | None = None,
     reranker: Any = None,
@@ -512,7 +451,6 @@ def evaluate_retrieval(
         "modes": [m.name for m in modes],
         "top_k": top_k,
         "fusion_candidates": max(candidates or top_k, top_k),
-        "view": view,
         "dense_vectors": (
             SentenceWindowEncoder(embedder.embed).describe() + " (the library's default)"
             if dense_vectors == "windows"
@@ -520,7 +458,6 @@ def evaluate_retrieval(
         ),
         "bm25_avg_len": bm25_avg_len or "fitted per book",
         "bm25_windows": _bm25_windows(bm25_windows),
-        "bm25_window_kind": _bm25_window_kind(bm25_window_kind),
         "embedding_model": embedder.model_key,
         "store": "Qdrant Edge (qdrant-edge-py), one collection per chunker, book_id filter",
         "sparse_idf": "per book (Edge IDF over the filtered points)",
@@ -565,11 +502,9 @@ def evaluate_retrieval(
                     cache_dir / "edge",
                     top_k=top_k,
                     candidates=candidates,
-                    view=view,
                     dense_vectors=dense_vectors,
                     bm25_avg_len=bm25_avg_len,
                     bm25_windows=bm25_windows,
-                    bm25_window_kind=bm25_window_kind,
                     chunk_cache=cache_dir,
                     intrinsic=intrinsic,
                     reranker=reranker,

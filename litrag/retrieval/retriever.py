@@ -13,7 +13,7 @@ Two presets:
   six-book question set BM25 alone beats equal-weight fusion for every chunker, as the rows
   below show), so fusion leans on BM25 (``alpha`` 0.3)
   and no reranker runs; top 5. Measured on the six-book question set (LitSeg offline blocks,
-  ``litrag eval retrieval --modes bm25,hybrid --fusion rsf --alpha 0.1,0.2,0.3,0.5``): Hit@5
+  ``litrag eval retrieval --modes bm25,hybrid --alpha 0.1,0.2,0.3,0.5``): Hit@5
   BM25 0.783, alpha 0.1 0.789, 0.2 0.789, 0.3 0.794, 0.5 0.789; MRR 0.689, 0.687, 0.679, 0.671,
   0.577. The five blocks the LLM reads are what matter here, so 0.3 (best Hit@5) is the default.
 - ``paper``: the LitSeg paper's candidates, dense top 18 ∪ BM25 top 2 (``candidates`` 20 keeps the
@@ -101,13 +101,6 @@ class RetrievalSettings(BaseModel):
             "BM25 then depends less on block length. Embedded store only (window_bm25)."
         ),
     )
-    bm25_window_kind: Literal["sentences", "paragraphs"] = Field(
-        default="sentences",
-        description=(
-            "The pieces a block's best BM25 piece is chosen from: 3-sentence windows, or the "
-            "block's paragraph children (the paragraph chunker's <= 200-word pieces of it)."
-        ),
-    )
     candidates: int | None = Field(
         default=None,
         ge=1,
@@ -169,8 +162,7 @@ class RetrievalSettings(BaseModel):
         else:
             how = f"BM25 top {sparse_k}"
         if self.mode != "dense" and self.bm25_windows > 0:
-            what = "windows" if self.bm25_window_kind == "sentences" else "paragraph children"
-            how += f", BM25 {what} {self.bm25_windows:g}"
+            how += f", BM25 windows {self.bm25_windows:g}"
         if through_children:
             how = f"paragraph children: {how}, each block by its best child"
         rr = ", no reranker"
@@ -426,10 +418,7 @@ class BookRetriever(BaseRetriever):
     def _window_kwargs(self, store: BasePydanticVectorStore) -> dict[str, Any]:
         if not hasattr(store, "sparse_window_weight"):
             return {}
-        return {  # the Edge store re-scores
-            "sparse_window_weight": self.settings.bm25_windows,
-            "sparse_window_kind": self.settings.bm25_window_kind,
-        }
+        return {"sparse_window_weight": self.settings.bm25_windows}  # the Edge store re-scores
 
     def _search(
         self, store: BasePydanticVectorStore, query: VectorStoreQuery

@@ -2,39 +2,32 @@
 
 Pure functions: over ``VectorStoreQueryResult`` (any backend), and the same arithmetic over
 ranked ``(key, score)`` lists (``fuse_ranked``), which the embedded store uses to fuse point ids
-before it decodes a node, so both give the same order and scores.
+before it decodes a node, so both give the same order and scores. Relative-score fusion only:
+reciprocal-rank fusion lost on every half and set it was measured on (docs/lab/, "Fusion and
+weights") and was deleted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import VectorStoreQueryResult
 
 K = TypeVar("K", bound=Hashable)
-Fusion = Literal["relative_score", "rrf"]
 
 
 def fuse_ranked(
     dense: Sequence[tuple[K, float]],
     sparse: Sequence[tuple[K, float]],
     *,
-    fusion: Fusion = "relative_score",
     alpha: float = 0.5,
     top_k: int = 2,
-    k: int = 60,
 ) -> list[tuple[K, float]]:
-    """Two lists of ``(key, score)`` fused, best first (see the two functions below)."""
+    """Two lists of ``(key, score)`` fused, best first (see ``relative_score_fusion``)."""
     d = sorted(dense, key=lambda x: x[1], reverse=True)
     s = sorted(sparse, key=lambda x: x[1], reverse=True)
-    if fusion == "rrf":
-        scores: dict[K, float] = {}
-        for weight, pairs in ((alpha, d), (1 - alpha, s)):
-            for rank, (key, _) in enumerate(pairs, start=1):
-                scores[key] = scores.get(key, 0.0) + weight / (k + rank)
-        return sorted(scores.items(), key=lambda x: -x[1])[:top_k]
     if not d or not s:
         return list(d or s)[:top_k]
     keys = dict.fromkeys([key for key, _ in d] + [key for key, _ in s])
@@ -52,28 +45,6 @@ def relative_score_fusion(
 ) -> VectorStoreQueryResult:
     """LlamaIndex's QdrantVectorStore default: min-max normalise each list, then
     ``alpha * dense + (1 - alpha) * sparse`` (a node missing from a list scores 0 there)."""
-    return _fused(dense_result, sparse_result, "relative_score", alpha, top_k, 60)
-
-
-def reciprocal_rank_fusion(
-    dense_result: VectorStoreQueryResult,
-    sparse_result: VectorStoreQueryResult,
-    alpha: float = 0.5,
-    top_k: int = 2,
-    k: int = 60,
-) -> VectorStoreQueryResult:
-    """Weighted RRF: ``alpha / (k + rank_dense) + (1 - alpha) / (k + rank_sparse)``."""
-    return _fused(dense_result, sparse_result, "rrf", alpha, top_k, k)
-
-
-def _fused(
-    dense_result: VectorStoreQueryResult,
-    sparse_result: VectorStoreQueryResult,
-    fusion: Fusion,
-    alpha: float,
-    top_k: int,
-    k: int,
-) -> VectorStoreQueryResult:
     nodes: dict[str, BaseNode] = {}
     lists = []
     for res in (dense_result, sparse_result):
@@ -81,7 +52,7 @@ def _fused(
         for node, _ in pairs:
             nodes.setdefault(node.node_id, node)
         lists.append([(node.node_id, score) for node, score in pairs])
-    fused = fuse_ranked(lists[0], lists[1], fusion=fusion, alpha=alpha, top_k=top_k, k=k)
+    fused = fuse_ranked(lists[0], lists[1], alpha=alpha, top_k=top_k)
     return VectorStoreQueryResult(
         nodes=[nodes[key] for key, _ in fused],
         similarities=[score for _, score in fused],

@@ -8,12 +8,8 @@ A block's sparse score becomes ``w * best_window / max + (1 - w) * block / max``
 candidates (``w`` = ``RetrievalSettings.bm25_windows``; the figures behind the default are in
 docs/lab/, "BM25 over sentence windows").
 
-Two kinds of piece (``RetrievalSettings.bm25_window_kind``): ``sentences``, 3-sentence windows
-(stride 2), as the dense side; ``paragraphs``, the block's paragraph children, the very pieces
-``paragraph_chunker`` (<= 200 words) cuts from the block's text. With children at weight 1 a
-block ranks where its best paragraph would rank once paragraphs are collapsed into their blocks,
-so within the candidate pool the sparse ranking cannot fall below the paragraph chunker's where
-the answer lies inside one paragraph; a weight below 1 keeps the block's own score as context.
+The pieces are 3-sentence windows (stride 2), as the dense side. (Paragraph children as the
+pieces lost to them on every set and were deleted: docs/lab/, "BM25 over paragraph children".)
 
 Qdrant has no sparse multivectors, so the store's top BM25 candidates are re-scored here: each
 window with the engine's own IDF for the query's terms (read back from the store, so a
@@ -26,7 +22,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Literal
 
 import numpy as np
 
@@ -42,8 +37,6 @@ from litrag.scoring.kept_terms import (
 # BM25 candidates re-scored per query. 50, not 100: the public and blind sets rank the same on
 # both book halves with either, and the 100k-block p50 is ~0.8 ms lower (docs/lab/).
 DEFAULT_POOL = 50
-WindowKind = Literal["sentences", "paragraphs"]
-WINDOW_KINDS: tuple[WindowKind, ...] = ("sentences", "paragraphs")
 
 
 Pieces = tuple[tuple[Counter[int], int], ...]  # (term-id counts, length) of each piece
@@ -87,42 +80,26 @@ def windows_of(terms: Sequence[Sequence[int]]) -> Pieces:
     return tuple(out)
 
 
-@lru_cache(maxsize=4096)
-def child_terms(text: str) -> tuple[tuple[Counter[int], int], ...]:
-    """Term-id counts and length of each paragraph child of ``text`` (``paragraph_spans``: the
-    paragraph chunker's pieces of it); a text with no blank line is its own one child."""
-    from litrag.chunkers.baselines import paragraph_spans
-
-    out = []
-    for a, b in paragraph_spans(text) or [(0, len(text))]:
-        terms = tokenize(text[a:b])
-        out.append((Counter(term_id(t) for t in terms), len(terms)))
-    return tuple(out)
-
-
 def best_window_scores(
     texts: Sequence[str],
     idf: Mapping[int, float],
     *,
-    kind: WindowKind = "sentences",
     k1: float = DEFAULT_K1,
     b: float = DEFAULT_B,
     stored: Sequence[KeptTerms] | None = None,
 ) -> list[float]:
     """Each text's best piece BM25 score for a query whose terms have these ``idf`` weights;
     length is normalised by the mean piece length over the candidates. ``stored``: each text's
-    sentences' term ids where the store kept them (``KeptTerms``; None: cut from the text), for
-    sentences; a kept text's text is not read.
+    sentences' term ids where the store kept them (``KeptTerms``; None: cut from the text); a
+    kept text's text is not read.
 
     The pool is scored at once (numpy, each operation as the scalar formula orders it, so the
     floats are those of ``sum(w * saturation(tf, n, ...) for each query term in the window)``;
     a term absent from a window adds an exact 0)."""
-    if kind not in WINDOW_KINDS:
-        raise ValueError(f"unknown window kind {kind!r}: use one of {', '.join(WINDOW_KINDS)}")
     if stored is not None and len(stored) != len(texts):
         raise ValueError("one kept entry (or None) per text")
     items = list(idf.items())
-    counts, sizes, per_text = _counted(texts, [t for t, _ in items], kind, stored)
+    counts, sizes, per_text = _counted(texts, [t for t, _ in items], stored)
     total, windows = int(sizes.sum()), len(sizes)
     avg_len = total / windows if windows and total else 1.0
     score = np.zeros(windows)
@@ -143,18 +120,16 @@ def best_window_scores(
 def _counted(
     texts: Sequence[str],
     terms: list[int],
-    kind: WindowKind,
     stored: Sequence[KeptTerms] | None,
 ) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """``kept_terms.window_counts`` of every text: from the kept ids where there are, else
-    from the text's pieces (windows or paragraph children, cut and counted here)."""
-    kept = [k for k in stored or ()] if kind == "sentences" else []
+    from the text's windows (cut and counted here)."""
+    kept = list(stored or ())
     if kept and all(k is not None for k in kept):
         return window_counts(kept, terms)  # type: ignore[arg-type]
     rows: list[list[int]] = []
     sizes: list[int] = []
     per_text: list[int] = []
-    pieces = window_terms if kind == "sentences" else child_terms
     for i, text in enumerate(texts):
         if kept and kept[i] is not None:
             c, n, _ = window_counts([kept[i]], terms)  # type: ignore[list-item]
@@ -162,7 +137,7 @@ def _counted(
             sizes += n.tolist()
             per_text.append(len(n))
             continue
-        windows = pieces(text)
+        windows = window_terms(text)
         rows += [[counts[t] for t in terms] for counts, _ in windows]
         sizes += [n for _, n in windows]
         per_text.append(len(windows))
@@ -188,7 +163,6 @@ def rescore(
     idf: Mapping[int, float],
     weight: float,
     *,
-    kind: WindowKind = "sentences",
     k1: float = DEFAULT_K1,
     b: float = DEFAULT_B,
     stored: Sequence[KeptTerms] | None = None,
@@ -198,7 +172,7 @@ def rescore(
     if len(texts) != len(block_scores):
         raise ValueError("one block score per text")
     window = (
-        best_window_scores(texts, idf, kind=kind, k1=k1, b=b, stored=stored)
+        best_window_scores(texts, idf, k1=k1, b=b, stored=stored)
         if weight > 0
         else [0.0] * len(texts)
     )

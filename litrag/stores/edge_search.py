@@ -30,8 +30,8 @@ from llama_index.core.vector_stores.types import (
 )
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-from litrag.scoring.fusion import Fusion, fuse_ranked
-from litrag.scoring.window_bm25 import WindowKind, rescore
+from litrag.scoring.fusion import fuse_ranked
+from litrag.scoring.window_bm25 import rescore
 from litrag.stores.edge_filters import match_any, metadata_filters_to_edge
 from litrag.stores.edge_points import (
     KEPT_TERM_KEYS,
@@ -80,8 +80,8 @@ def filter_key(query: VectorStoreQuery) -> Hashable:
 @dataclass(frozen=True)
 class EdgeSearch:
     """One open shard with the store's query settings (see ``QdrantEdgeVectorStore``'s fields).
-    ``fusion`` names the built-in ``fuse`` (ids are then fused before any node is decoded);
-    None for a caller's own function."""
+    ``own_fusion``: ``fuse`` is the built-in relative-score fusion (ids are then fused before
+    any node is decoded); False for a caller's own function."""
 
     shard: qe.EdgeShard
     config: EdgeStoreConfig
@@ -90,17 +90,15 @@ class EdgeSearch:
     hnsw_ef: int
     idf_scope: Literal["collection", "filter"]
     window_weight: float
-    window_kind: WindowKind
     window_pool: int
-    fusion: Fusion | None = "relative_score"
-    rrf_k: int = 60
+    own_fusion: bool = True
     idf_cache: IdfCache | None = None
 
     def run(self, query: VectorStoreQuery, kwargs: Mapping[str, Any]) -> VectorStoreQueryResult:
         """DEFAULT (dense), SPARSE (or TEXT_SEARCH) and HYBRID queries, with metadata filters.
 
         kwargs: ``search_params={"hnsw_ef": int, "exact": bool}`` overrides the dense search;
-        ``sparse_window_weight`` and ``sparse_window_kind`` the store's window settings.
+        ``sparse_window_weight`` the store's window weight.
         """
         if query.mode == VectorStoreQueryMode.DEFAULT:
             req = self.dense_request(query, query_filter(query), kwargs)
@@ -120,7 +118,7 @@ class EdgeSearch:
     ) -> list[Hit]:
         """What ``run`` returns, as point ids, scores (the same) and the payload ``keys``,
         without decoding a node."""
-        if self.fusion is None and query.mode == VectorStoreQueryMode.HYBRID:
+        if not self.own_fusion and query.mode == VectorStoreQueryMode.HYBRID:
             res = self.run(query, kwargs)  # a caller's fusion takes results with nodes
             return [
                 Hit(
@@ -137,10 +135,8 @@ class EdgeSearch:
         fused = fuse_ranked(
             [(h.id, h.score) for h in dense],
             [(h.id, h.score) for h in sparse],
-            fusion=self.fusion or "relative_score",
             alpha=_alpha(query),
             top_k=query.hybrid_top_k or query.similarity_top_k,
-            k=self.rrf_k,
         )
         return [Hit(pid, score, by_id[pid].payload) for pid, score in fused]
 
@@ -157,7 +153,6 @@ class EdgeSearch:
         flt = query_filter(query)
         mode = query.mode
         weight = float(kwargs.get("sparse_window_weight", self.window_weight))
-        kind = kwargs.get("sparse_window_kind", self.window_kind)
         if mode == VectorStoreQueryMode.DEFAULT:
             return [
                 Hit.of(p) for p in self.shard.query(self.dense_request(query, flt, kwargs, keys))
@@ -165,7 +160,7 @@ class EdgeSearch:
         if mode not in _SPARSE_MODES and mode != VectorStoreQueryMode.HYBRID:
             raise NotImplementedError(f"query mode {mode.value!r} is not supported by this store")
         pool_keys = [] if light_pool and weight > 0 else list(keys)
-        reqs = [self.sparse_request(query, flt, weight, kind, pool_keys)]
+        reqs = [self.sparse_request(query, flt, weight, pool_keys)]
         if mode == VectorStoreQueryMode.HYBRID:
             reqs.insert(0, self.dense_request(query, flt, kwargs, keys))
         # The IDF the windows need is read in the same batch (one call into the engine).
@@ -173,7 +168,7 @@ class EdgeSearch:
         found = self.shard.query_batch(qe.QueryBatchRequest(reqs + self.idf_requests(todo, flt)))
         known.update(self.idf_of(todo, found[len(reqs) :]))
         idf = {t: v for t in ids if (v := known[t]) is not None}
-        sparse = self.windowed(query, weight, found[len(reqs) - 1], kind, idf)
+        sparse = self.windowed(query, weight, found[len(reqs) - 1], idf)
         if mode in _SPARSE_MODES:
             return None, sparse
         return [Hit.of(p) for p in found[0]], sparse
@@ -219,11 +214,10 @@ class EdgeSearch:
         query: VectorStoreQuery,
         flt: qe.Filter | None,
         window_weight: float = 0.0,
-        kind: WindowKind = "sentences",
         keys: Sequence[str] = NODE_KEYS,
     ) -> qe.QueryRequest:
         """The BM25 query: top ``sparse_top_k``, or the pool the windows re-score, read with
-        ``keys`` and what the re-scoring needs (kept term ids, or the text for paragraphs)."""
+        ``keys`` and what the re-scoring needs (the kept term ids)."""
         if self.sparse_query_fn is None:
             raise ValueError(
                 "sparse and hybrid queries need sparse_query_fn (pass it to the store or call "
@@ -237,7 +231,7 @@ class EdgeSearch:
         keys = list(keys)
         if window_weight > 0:  # a wider pool, re-scored by windows and cut back in windowed()
             limit = max(limit, self.window_pool)
-            keys += KEPT_TERM_KEYS if kind == "sentences" else NODE_KEYS
+            keys += KEPT_TERM_KEYS
         return qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest(vec, using=self.config.sparse_vector_name),
@@ -251,7 +245,6 @@ class EdgeSearch:
         query: VectorStoreQuery,
         weight: float,
         points: Sequence[qe.ScoredPoint],
-        kind: WindowKind,
         idf: Mapping[int, float],
     ) -> list[Hit]:
         """The sparse candidates re-scored by their best sentence window and cut to the asked
@@ -262,17 +255,15 @@ class EdgeSearch:
         if weight <= 0 or not pool:
             return pool
         limit = query.sparse_top_k or query.similarity_top_k
-        kept: list[Any] = [None] * len(pool)
-        if kind == "sentences":
-            kept = [
-                h.payload.get(SENTENCE_PACKED_KEY, h.payload.get(SENTENCE_TERMS_KEY)) for h in pool
-            ]
+        kept: list[Any] = [
+            h.payload.get(SENTENCE_PACKED_KEY, h.payload.get(SENTENCE_TERMS_KEY)) for h in pool
+        ]
         texts = [""] * len(pool)
         unkept = [i for i, k in enumerate(kept) if k is None]
         texts_of = self._texts([pool[i] for i in unkept])
         for i in unkept:
             texts[i] = texts_of[pool[i].id]
-        ranked = rescore(texts, [h.score for h in pool], idf, weight, kind=kind, stored=kept)
+        ranked = rescore(texts, [h.score for h in pool], idf, weight, stored=kept)
         return [Hit(pool[i].id, score, pool[i].payload) for i, score in ranked[:limit]]
 
     def _texts(self, hits: Sequence[Hit]) -> dict[PointId, str]:

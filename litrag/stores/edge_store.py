@@ -28,7 +28,6 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -43,13 +42,9 @@ from llama_index.core.vector_stores.types import (
 )
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-from litrag.scoring.fusion import (
-    Fusion,
-    reciprocal_rank_fusion,
-    relative_score_fusion,
-)
+from litrag.scoring.fusion import relative_score_fusion
 from litrag.scoring.kept_terms import pack_terms
-from litrag.scoring.window_bm25 import DEFAULT_POOL, WindowKind, sentence_terms
+from litrag.scoring.window_bm25 import DEFAULT_POOL, sentence_terms
 from litrag.stores.edge_filters import metadata_filters_to_edge
 from litrag.stores.edge_open import (
     StoreConfigError,
@@ -126,13 +121,6 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             "128, 0.99 at 256, 0.999 exact. Per query: search_params={'hnsw_ef'|'exact': ...}."
         ),
     )
-    hybrid_fusion: Fusion = Field(
-        default="relative_score",
-        description=(
-            "Hybrid fusion: LlamaIndex's relative-score fusion (default) or reciprocal-rank fusion."
-        ),
-    )
-    rrf_k: int = Field(default=60, description="k of reciprocal-rank fusion.")
     sparse_idf_scope: Literal["collection", "filter"] = Field(
         default="collection",
         description=(
@@ -157,14 +145,6 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
             "Weight of each candidate's best 3-sentence window in its BM25 score (window_bm25); "
             "0: the engine's block BM25 alone. A query may override it (kwargs "
             "sparse_window_weight). Needs litrag's BM25Encoder as the sparse functions."
-        ),
-    )
-    sparse_window_kind: WindowKind = Field(
-        default="sentences",
-        description=(
-            "What a candidate's best piece is: a 3-sentence window, or a paragraph child (the "
-            "paragraph chunker's <= 200-word pieces of the block). A query may override it "
-            "(kwargs sparse_window_kind)."
         ),
     )
     sparse_window_pool: int = Field(
@@ -517,7 +497,7 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
         """DEFAULT (dense), SPARSE (or TEXT_SEARCH) and HYBRID queries, with metadata filters.
 
         kwargs: ``search_params={"hnsw_ef": int, "exact": bool}`` overrides the dense search;
-        ``sparse_window_weight`` / ``sparse_window_kind`` override the store's for this query.
+        ``sparse_window_weight`` overrides the store's for this query.
         """
         if self._shard is None:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
@@ -537,24 +517,16 @@ class QdrantEdgeVectorStore(BasePydanticVectorStore):
     def _search(self) -> EdgeSearch:
         """The open shard with this store's query settings as they are now."""
         assert self._shard is not None
-        fuse: HybridFusionCallable = relative_score_fusion
-        fusion: Fusion | None = "relative_score"
-        if self._fusion_fn is not None:
-            fuse, fusion = self._fusion_fn, None
-        elif self.hybrid_fusion == "rrf":
-            fuse, fusion = partial(reciprocal_rank_fusion, k=self.rrf_k), "rrf"
         return EdgeSearch(
             shard=self._shard,
             config=self.config,
             sparse_query_fn=self._sparse_query_fn,
-            fuse=fuse,
+            fuse=self._fusion_fn or relative_score_fusion,
             hnsw_ef=self.hnsw_ef,
             idf_scope=self.sparse_idf_scope,
             window_weight=self.sparse_window_weight,
-            window_kind=self.sparse_window_kind,
             window_pool=self.sparse_window_pool,
-            fusion=fusion,
-            rrf_k=self.rrf_k,
+            own_fusion=self._fusion_fn is None,
             idf_cache=self._idf_cache,
         )
 

@@ -61,19 +61,18 @@ class ServerSearch:
         ):
             raise NotImplementedError(f"query mode {mode.value!r} is not supported by this store")
         weight = float(kwargs.get("sparse_window_weight", st.sparse_window_weight))
-        kind = kwargs.get("sparse_window_kind", st.sparse_window_kind)
         terms, values = self.query_terms(query)
         idf = self.idf(terms, flt, keys)
         sparse_req = self.sparse_request(query, flt, keys, terms, values, idf, weight)
         limit = query.sparse_top_k or query.similarity_top_k
         if mode != VectorStoreQueryMode.HYBRID:
             (sparse,) = self._batch([sparse_req])
-            return _result(*st.window_rescore(sparse, idf, weight, kind, limit))
+            return _result(*st.window_rescore(sparse, idf, weight, limit))
         dense_req = self.dense_request(query, flt, keys, kwargs)
         dense, sparse = self._batch([dense_req, sparse_req])
         seen: dict[Any, BaseNode] = {}  # a point in both lists is decoded once
         dense_res = _result(dense, seen=seen)
-        sparse_res = _result(*st.window_rescore(sparse, idf, weight, kind, limit), seen=seen)
+        sparse_res = _result(*st.window_rescore(sparse, idf, weight, limit), seen=seen)
         alpha = query.alpha if query.alpha is not None else 0.5
         top_k = query.hybrid_top_k or query.similarity_top_k
         return self.fuse(dense_res, sparse_res, alpha=alpha, top_k=top_k)

@@ -30,7 +30,6 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from functools import partial
 from typing import Any, ClassVar, Literal
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -44,13 +43,9 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_
 from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import models
 
-from litrag.scoring.fusion import (
-    Fusion,
-    reciprocal_rank_fusion,
-    relative_score_fusion,
-)
+from litrag.scoring.fusion import relative_score_fusion
 from litrag.scoring.kept_terms import pack_terms
-from litrag.scoring.window_bm25 import DEFAULT_POOL, WindowKind, rescore, sentence_terms
+from litrag.scoring.window_bm25 import DEFAULT_POOL, rescore, sentence_terms
 from litrag.stores.edge_points import (
     NODE_ID_KEY,
     SENTENCE_PACKED_KEY,
@@ -110,14 +105,8 @@ class QdrantServerStore(QdrantVectorStore):
     sparse_window_weight: float = Field(
         default=0.0, ge=0.0, le=1.0, description="As QdrantEdgeVectorStore.sparse_window_weight."
     )
-    sparse_window_kind: WindowKind = Field(
-        default="sentences", description="As QdrantEdgeVectorStore.sparse_window_kind."
-    )
     sparse_window_pool: int = Field(
         default=DEFAULT_POOL, ge=1, description="BM25 candidates re-scored by their windows."
-    )
-    hybrid_fusion: Fusion = Field(
-        default="relative_score", description="As QdrantEdgeVectorStore.hybrid_fusion."
     )
     shard_by_book: bool = Field(
         default=False, description="Custom sharding: one shard key per book (or book group)."
@@ -143,9 +132,7 @@ class QdrantServerStore(QdrantVectorStore):
         shard_number: int | None = None,
         replication_factor: int | None = None,
         sparse_window_weight: float = 0.0,
-        sparse_window_kind: WindowKind = "sentences",
         sparse_window_pool: int = DEFAULT_POOL,
-        hybrid_fusion: Fusion = "relative_score",
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -168,9 +155,7 @@ class QdrantServerStore(QdrantVectorStore):
         self.shard_groups = shard_groups
         # LlamaIndex's __init__ passes on only its own fields: ours are set here, validated
         self.sparse_window_weight = sparse_window_weight
-        self.sparse_window_kind = sparse_window_kind
         self.sparse_window_pool = sparse_window_pool
-        self.hybrid_fusion = hybrid_fusion
         if self._collection_initialized:
             self._read_collection()
 
@@ -397,14 +382,11 @@ class QdrantServerStore(QdrantVectorStore):
         """DEFAULT (dense), SPARSE (or TEXT_SEARCH) and HYBRID queries, as the embedded store.
 
         kwargs: ``search_params`` ({"hnsw_ef": int, "exact": bool}); ``sparse_window_weight``
-        and ``sparse_window_kind`` override the store's for this query.
+        overrides the store's for this query.
         """
         if not self._collection_initialized:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-        fuse = relative_score_fusion
-        if self.hybrid_fusion == "rrf":
-            fuse = partial(reciprocal_rank_fusion, k=60)
-        return ServerSearch(self, fuse).run(query, kwargs)
+        return ServerSearch(self, relative_score_fusion).run(query, kwargs)
 
     def query_filter(self, query: VectorStoreQuery) -> models.Filter | None:
         """The query's doc ids, node ids and metadata filters as one filter (node ids mapped to
@@ -418,7 +400,6 @@ class QdrantServerStore(QdrantVectorStore):
         points: Sequence[Any],
         idf: dict[int, float],
         weight: float,
-        kind: WindowKind,
         limit: int,
     ) -> tuple[list[Any], list[float] | None]:
         """As the embedded store: BM25 candidates re-scored by their best window, cut to
@@ -429,11 +410,10 @@ class QdrantServerStore(QdrantVectorStore):
             p.payload.get(SENTENCE_PACKED_KEY, p.payload.get(SENTENCE_TERMS_KEY)) for p in points
         ]
         texts = [
-            "" if kept is not None and kind == "sentences" else _text(p)
-            for p, kept in zip(points, stored, strict=True)
+            "" if kept is not None else _text(p) for p, kept in zip(points, stored, strict=True)
         ]
         scores = [float(p.score) for p in points]
-        ranked = rescore(texts, scores, idf, weight, kind=kind, stored=stored)[:limit]
+        ranked = rescore(texts, scores, idf, weight, stored=stored)[:limit]
         return [points[i] for i, _ in ranked], [s for _, s in ranked]
 
 
