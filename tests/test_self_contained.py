@@ -10,10 +10,11 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# The old data folder beside the checkout, spelled in parts so this file (which must name it to
-# look for it) does not itself read as a file that reaches outside.
-OLD = "/".join(("..", "shared"))
-WORK = "/".join(("", "work", "shared"))
+# The old data folder beside the checkout. Its name is held once and every pattern and probe is
+# built from it, so this file (which must name the folder to look for it) holds no path to it.
+NAME = "shared"
+OLD = "/".join(("..", NAME))
+WORK = "/".join(("", "work", NAME))
 # The folders whose files run; docs are checked for the one literal that misled users before.
 RUNNING = ("litrag", "tests", "benchmarks", "scripts", ".ci", "integrations")
 SUFFIXES = {".py", ".sh", ".toml", ".cfg", ".ini", ".yml", ".yaml", ".md", ".txt", ""}
@@ -21,10 +22,10 @@ SUFFIXES = {".py", ".sh", ".toml", ".cfg", ".ini", ".yml", ".yaml", ".md", ".txt
 # A path that leaves the checkout: a parent folder named in a string, an absolute path under the
 # machine's work folder, or a pathlib climb past the repository root.
 OUTSIDE = [
-    re.compile(r"\.\./shared"),
-    re.compile(r"/work/(?:shared|main)\b"),
-    re.compile(r"""parents\[\d+\]\s*/\s*["']shared["']"""),
-    re.compile(r"""\.parent\s*/\s*["']shared["']"""),
+    re.compile(re.escape(OLD)),
+    re.compile(rf"/work/(?:{NAME}|main)\b"),
+    re.compile(rf"""parents\[\d+\]\s*/\s*["']{NAME}["']"""),
+    re.compile(rf"""\.parent\s*/\s*["']{NAME}["']"""),
 ]
 
 
@@ -73,8 +74,8 @@ def test_the_checks_catch_what_they_look_for(tmp_path: Path) -> None:
     probes = [
         f'DATA = Path("{OLD}/data")',
         f'BOOK = Path("{WORK}/data/books/x.txt")',
-        'D = Path(__file__).resolve().parents[2] / "shared" / "data"',
-        'D = ROOT.parent / "shared" / "data"',
+        f'D = Path(__file__).resolve().parents[2] / "{NAME}" / "data"',
+        f'D = ROOT.parent / "{NAME}" / "data"',
     ]
     for probe in probes:
         assert any(rx.search(probe) for rx in OUTSIDE), probe
