@@ -20,7 +20,7 @@ import argparse
 import json
 import sys
 import time
-from collections import defaultdict
+from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +37,12 @@ def main() -> int:
 
     import litrag
     from litrag.builders import build_answer_llm, build_routed_engine
-    from litrag.eval.keyfacts import load_reader_questions, score_answer
+    from litrag.eval.keyfacts import (
+        KeyFactScore,
+        load_reader_questions,
+        score_answer,
+        summarise,
+    )
     from litrag.settings import Settings
 
     questions = [
@@ -61,7 +66,7 @@ def main() -> int:
                 start = time.perf_counter()
                 try:
                     answer = engine.ask(q.question).answer()
-                finally:
+                finally:  # as eval.default_run closes an engine (not in older trees)
                     for store in (
                         engine.retriever.vector_store,
                         getattr(engine.retriever, "children_store", None),
@@ -76,29 +81,21 @@ def main() -> int:
                     "class": q.class_,
                     "upto_chapter": q.upto_chapter,
                     "answer": answer.text,
-                    "right": got.correct,
-                    "declined": got.abstained,
-                    "spoiler_safe": not got.forbidden_hits,
+                    "score": asdict(got),
                     "seconds": round(time.perf_counter() - start, 1),
                 }
                 rows.append(row)
                 with args.out.open("a", encoding="utf-8") as f:
                     f.write(json.dumps(row, ensure_ascii=False) + "\n")
-                verdict = "right" if row["right"] else "declined" if row["declined"] else "wrong"
+                verdict = "right" if got.correct else "declined" if got.abstained else "wrong"
                 print(f"  {q.id} [{q.class_}]: {verdict}: {answer.text[:90]!r}", flush=True)
         finally:
             answer_llm.close()
-    by: dict[str, list[dict]] = defaultdict(list)
-    for r in rows:
-        by[r["class"]].append(r)
-        by["all"].append(r)
+    table = summarise([KeyFactScore(**r["score"]) for r in rows], [r["class"] for r in rows])
     print("| class | n | right | declined | spoiler-safe |\n|---|---:|---:|---:|---:|")
-    for name in sorted(by, key=lambda k: (k == "all", k)):
-        rs = by[name]
-        n = len(rs)
-        right, declined = sum(r["right"] for r in rs), sum(r["declined"] for r in rs)
-        safe = sum(r["spoiler_safe"] for r in rs)
-        print(f"| {name} | {n} | {right} | {declined} | {safe} |")
+    for name, g in table.items():
+        safe = g["n"] - g["forbidden_hit"]
+        print(f"| {name} | {g['n']} | {g['correct']} | {g['abstained']} | {safe} |")
     return 0
 
 
