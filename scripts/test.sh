@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs on a fresh machine, then run all of it.
-#   bash scripts/test.sh [pytest args]     the whole suite (CI's command; ~25 minutes on 2 cores)
+#   bash scripts/test.sh [pytest args]     the whole suite (CI's command; ~40 minutes on 2 cores)
 #   bash scripts/test.sh --quick [args]    the quick tier: `pytest -m quick`, a few real tests in
 #                                          every room (parser, ingest, retrieval, answers, the
 #                                          local LLM, the API, the CLI); minutes, once set up
