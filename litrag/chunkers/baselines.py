@@ -190,26 +190,6 @@ class ParagraphNodeParser(SpanNodeParser):
         return [s for a, b in bounds if (s := strip_span(text, a, b)) is not None]
 
 
-def paragraph_spans(text: str, max_words: int = MERGE_WORDS) -> list[Span]:
-    """The spans ``paragraph_chunker`` cuts from ``text``: blank-line paragraphs merged greedily
-    while their words sum to at most ``max_words`` (the same rule as ``DynamicMergeNodeParser``).
-    Why a function: BM25 scores a block by its best such child (``scoring.window_bm25``)."""
-    out: list[Span] = []
-    start = end = -1
-    words = 0
-    for a, b in ParagraphNodeParser().split_spans(text):
-        n = word_count(text[a:b])
-        if start >= 0 and words + n <= max_words:
-            end, words = b, words + n
-            continue
-        if start >= 0:
-            out.append((start, end))
-        start, end, words = a, b, n
-    if start >= 0:
-        out.append((start, end))
-    return out
-
-
 class DynamicMergeNodeParser(ExactOffsetsNodeParser):
     """Greedily merge neighbouring nodes of ``base`` (same document) while the words sum <= max.
 

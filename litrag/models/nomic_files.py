@@ -13,7 +13,6 @@ import contextlib
 import ctypes
 import hashlib
 import importlib.metadata
-import json
 import os
 import struct
 import zlib
@@ -248,11 +247,3 @@ def describe(cache_dir: Path | None = None) -> dict[str, str]:
         path = base / F16_FILE.replace(".f16.", f".{name}.")
         out[name] = f"{path} ({path.stat().st_size:,} bytes)" if path.is_file() else "not made"
     return out
-
-
-def read_marker(path: Path) -> dict[str, object]:
-    """The ``.verified`` marker of a cached file (empty when there is none)."""
-    try:
-        return json.loads(path.with_name(path.name + ".verified").read_text())
-    except (OSError, ValueError):
-        return {}
