@@ -164,7 +164,7 @@ class UnsupportedNames(DraftCheck):
     name = "unsupported_names"
     why = (
         "A small model's worst answer is a confident name or number the passages never give "
-        "('Who built the Lost Cabin?' -> a name the book does not write)."
+        "('How much did Buck win for Thornton?' -> '2000', which no passage read says)."
     )
 
     def verdict(self, draft: Draft) -> CheckVerdict:
