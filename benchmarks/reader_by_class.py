@@ -48,12 +48,8 @@ def main() -> int:
     from litrag.settings import Settings
 
     books = args.book or ["pg215"]
-    questions = [
-        (book, q)
-        for book in books
-        for q in load_reader_questions(args.questions)
-        if f"/{book}_" in f"/{q.book_file}"
-    ]
+    every = load_reader_questions(args.questions)
+    questions = [(b, q) for b in books for q in every if f"/{b}_" in f"/{q.book_file}"]
     if not questions:
         print(f"error: no reader question on {', '.join(books)}", file=sys.stderr)
         return 2
